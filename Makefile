@@ -1,0 +1,46 @@
+# Thin wrapper: the real logic lives in Python (`bkchaos ...`).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup system venv run test lint format bench clean
+
+setup: system venv
+
+system:
+	bash scripts/setup-system.sh
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+# The main job: build (or reuse) the node image, then a 60-second chaos run of the ledger
+# workload against ZooKeeper + 3 bookies + 2 client agents in containers, with network
+# partitions, bookie kills and pauses; prints the verdict and where the report is.
+run: setup
+	$(BIN)/bkchaos image build
+	$(BIN)/bkchaos test --runtime docker --workload ledger --bookies 3 \
+		--ensemble 3 --wq 3 --aq 2 --nemesis partition,kill,pause --time-limit 60
+
+# The whole test suite: lint, unit, integration (real ZooKeeper and bookie processes).
+test: setup lint
+	$(BIN)/pytest -q -p no:cacheprovider
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: setup
+	$(BIN)/bkchaos bench bookie
+	$(BIN)/bkchaos bench checker
+
+clean:
+	rm -rf $(VENV) .bkchaos build *.egg-info

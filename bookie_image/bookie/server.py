@@ -1,0 +1,129 @@
+"""The network side: one asyncio Protocol per connection, over the sans-IO codec.
+
+The transport is an interface (:class:`Transport`, which asyncio's transports satisfy), so
+a simulation can feed `data_received` and collect writes without sockets. Replies produced
+in one loop step are coalesced into one write.
+
+A malformed frame is answered with EBADREQ (or EBADVERSION) when its request id and
+opcode are readable, otherwise the connection is closed; either way it is logged as
+`protocol-error` and every other connection keeps being served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+from bookie_image.protocol import (
+    NEED_DATA,
+    AddResponse,
+    BookieInfoResponse,
+    Connection,
+    LedgerId,
+    ReadLacResponse,
+    ReadResponse,
+    RemoteProtocolError,
+    Role,
+    WriteLacResponse,
+)
+
+from .bookie import Bookie
+from .events import EventLog
+
+_NOWHERE = LedgerId(0, 0)
+
+# opcode -> the error response for a request we could not decode (docs/protocol.md)
+_ERROR_RESPONSES = {
+    1: lambda rid, status: AddResponse(rid, status, _NOWHERE, -1),
+    2: lambda rid, status: ReadResponse(rid, status, _NOWHERE, -1),
+    3: lambda rid, status: ReadLacResponse(rid, status, _NOWHERE, -1),
+    4: lambda rid, status: WriteLacResponse(rid, status, _NOWHERE),
+    5: lambda rid, status: BookieInfoResponse(rid, status, 0, 0),
+}
+
+
+class Transport(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+    def is_closing(self) -> bool: ...
+
+    def pause_reading(self) -> None: ...
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
+
+
+class BookieConnection(asyncio.Protocol):
+    def __init__(self, bookie: Bookie, events: EventLog, live: set[BookieConnection]) -> None:
+        self._bookie = bookie
+        self._events = events
+        self._live = live  # every open connection, so a shutdown can close them
+        self._codec = Connection(Role.SERVER)
+        self._transport: Transport | None = None
+        self._peer = "?"
+        self._out: list[bytes] = []
+
+    def connection_made(self, transport: Any) -> None:
+        self._transport = transport
+        self._live.add(self)
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self._peer = f"{peer[0]}:{peer[1]}"
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._live.discard(self)
+        self._transport = None
+        self._out.clear()
+
+    def pause(self) -> None:
+        """Stop reading requests (shutdown); answers still go out."""
+        if self._transport is not None:
+            self._transport.pause_reading()
+
+    def close(self) -> None:
+        """Send what is already answered, then close."""
+        if self._transport is not None:
+            self._flush()
+            self._transport.close()
+            self._transport = None
+
+    def data_received(self, data: bytes) -> None:
+        self._codec.receive_data(data)
+        while self._transport is not None:
+            try:
+                request = self._codec.next_event()
+            except RemoteProtocolError as exc:
+                self._protocol_error(exc)
+                continue
+            if request is NEED_DATA:
+                return
+            self._bookie.handle(request, self._reply)
+
+    def _protocol_error(self, exc: RemoteProtocolError) -> None:
+        make = _ERROR_RESPONSES.get(exc.opcode) if exc.opcode is not None else None
+        answered = exc.request_id is not None and make is not None
+        self._events.emit(
+            "protocol-error",
+            peer=self._peer,
+            error=str(exc),
+            request_id=exc.request_id,
+            action="answered" if answered else "closed",
+        )
+        if answered:
+            assert make is not None and exc.request_id is not None
+            self._reply(make(exc.request_id, exc.status))
+        else:
+            self.close()
+
+    def _reply(self, response: Any) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out.append(self._codec.send(response))
+
+    def _flush(self) -> None:
+        if self._out and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(b"".join(self._out))
+        self._out.clear()

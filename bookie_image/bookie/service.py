@@ -1,0 +1,304 @@
+"""Process wiring: config, cookies, replay, the server, registration, background tasks.
+
+Start-up order matters: cookies are checked before anything touches the data dirs'
+contents; the journal is replayed and checkpointed before the port is opened; the bookie
+registers in ZooKeeper (and logs `ready`) only once it can serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import signal
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.handlers.threading import KazooTimeoutError
+
+from bookie_image import bugs
+
+from .bookie import Bookie
+from .config import BookieConfig
+from .cookies import COOKIE_FILE, Cookie, CookieRefused, DirCookie, reconcile
+from .env import Clock, InlineOffload, Offload, SystemClock, ThreadOffload
+from .events import EventLog
+from .files import FileLayer, OsFileLayer
+from .journal import BadRecord, Journal, replay
+from .registry import Registry
+from .server import BookieConnection
+from .storage import Store
+
+CHECKPOINT_INTERVAL_S = 1.0
+CHECKPOINT_POLL_S = 0.1
+CHECKPOINT_BYTES = 64 * 1024 * 1024  # unflushed entry bytes that trigger an early checkpoint
+DISK_CHECK_INTERVAL_S = 1.0
+STATS_INTERVAL_S = 0.5
+ZK_START_TIMEOUT_S = 30.0
+
+
+class StartupError(Exception):
+    """Bad environment at start-up (exit 254)."""
+
+
+def _read_dir_cookie(layer: FileLayer) -> DirCookie:
+    try:
+        data = layer.read_all(COOKIE_FILE)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return ValueError(str(exc))
+    try:
+        return Cookie.decode(data)
+    except ValueError as exc:
+        return exc
+
+
+class BookieService:
+    """``files`` (a :class:`FileLayer` per data dir) and ``zk_client`` (kazoo-compatible)
+    replace the real disk and ZooKeeper, as the clock and offload do: for a simulation."""
+
+    def __init__(
+        self,
+        cfg: BookieConfig,
+        events: EventLog,
+        clock: Clock | None = None,
+        offload: Offload | None = None,
+        files: Callable[..., FileLayer] = OsFileLayer,
+        zk_client: Any = None,
+    ) -> None:
+        self.cfg = cfg
+        self.events = events
+        self.clock = clock or SystemClock()
+        self.offload = offload or ThreadOffload()
+        self.bugs = bugs.active()
+        fsync = cfg.journal_fsync and "no-journal-fsync" not in self.bugs
+        self.journal_files = files(cfg.journal_dir, fsync=fsync)
+        self.ledger_files = [files(d) for d in cfg.ledger_dirs]
+        self.registry = Registry(
+            cfg.zk, cfg.zk_ledgers_root, cfg.bookie_id, cfg.host, cfg.port, zk_client
+        )
+        self._stop = asyncio.Event()
+        self._cleanup = contextlib.AsyncExitStack()
+        self._registration: asyncio.Task[None] | None = None
+
+    # -- start-up --------------------------------------------------------------------------
+
+    def _check_cookies(self) -> None:
+        cfg = self.cfg
+        layers = [self.journal_files, *self.ledger_files]
+        expected = Cookie.new(cfg.bookie_id, cfg.journal_dir, cfg.ledger_dirs)
+        if "no-cookie" in self.bugs:
+            self.events.emit("cookie-checked", action="skipped (seeded bug no-cookie)")
+            return
+        try:
+            zk_cookie = self.registry.read_cookie()
+        except ValueError as exc:
+            raise CookieRefused(
+                None,
+                f"the ZooKeeper cookie at {self.registry.cookie_path} is unreadable ({exc})",
+                "Inspect it; delete it only if this bookie's disks are known to be intact",
+            ) from None
+        found = {layer.root: _read_dir_cookie(layer) for layer in layers}
+        action = reconcile(expected, zk_cookie, found)
+        if action == "new":
+            for layer in layers:
+                layer.write_atomic(COOKIE_FILE, expected.encode())
+            self.registry.write_cookie(expected)
+        elif action == "restore-zk":
+            cookie = next(c for c in found.values() if isinstance(c, Cookie))
+            self.registry.write_cookie(cookie)
+        self.events.emit("cookie-checked", action=action, dirs=[str(p) for p in found])
+
+    async def start(self) -> None:
+        """Bring the bookie up; `stop` undoes whatever part of this succeeded."""
+        cfg = self.cfg
+        for d in cfg.data_dirs:
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StartupError(
+                    f"cannot create data dir {d}: {exc.strerror}; fix 'journal_dir'/'ledger_dirs'"
+                ) from None
+        try:
+            await self.offload.run(self.registry.start, ZK_START_TIMEOUT_S)
+        except KazooTimeoutError:
+            raise StartupError(
+                f"cannot reach ZooKeeper at {cfg.zk} within {ZK_START_TIMEOUT_S:.0f}s; "
+                "start it or fix config key 'zk'"
+            ) from None
+        self._cleanup.push_async_callback(self.offload.run, self.registry.stop)
+        await self.offload.run(self._check_cookies)
+
+        try:
+            self.store = Store(self.ledger_files, self.offload)
+        except sqlite3.DatabaseError as exc:
+            raise StartupError(
+                f"the ledger index in {cfg.ledger_dirs[0]} is unreadable ({exc}); this bookie "
+                "cannot vouch for its entries: decommission it and wipe its dirs"
+            ) from None
+        self._cleanup.callback(self.store.close)
+        self.journal = Journal(
+            self.journal_files,
+            self.clock,
+            # The journal fsyncs on the loop thread: a thread hop per batch costs more than
+            # the fsync (GIL hand-off), and requests that arrive meanwhile wait in socket
+            # buffers and simply join the next batch.
+            InlineOffload(),
+            cfg.journal_max_batch,
+            cfg.journal_max_wait_ms / 1000,
+            after_seq=self.store.checkpointed[0],
+        )
+        count = self._replay()
+        await self.store.checkpoint(self.journal.durable)
+        self.journal.release_before(self.journal.durable[0])
+        self.events.emit("journal-replayed", count=count, ledgers=len(self.store.ledgers))
+        self.bookie = Bookie(self.store, self.journal, self.events, cfg.ledger_dirs, self.bugs)
+        self.journal.start()
+        self._cleanup.push_async_callback(self.checkpoint)
+        connections: set[BookieConnection] = set()
+        self._cleanup.callback(_close_all, connections)
+        # Answer everything already queued before the connections close.
+        self._cleanup.push_async_callback(self.journal.close)
+        self.bookie.on_mode_change = self._mode_changed
+        self._check_disk()
+
+        loop = asyncio.get_running_loop()
+        try:
+            server = await loop.create_server(
+                lambda: BookieConnection(self.bookie, self.events, connections),
+                cfg.host,
+                cfg.port,
+            )
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}; "
+                "fix config keys 'host'/'port' or stop whatever holds the port"
+            ) from None
+        self._cleanup.callback(_stop_serving, server, connections)
+        self.events.emit("listening", host=cfg.host, port=cfg.port)
+        await self.offload.run(self.registry.register, self.bookie.readonly is not None)
+        self._cleanup.push_async_callback(self.offload.run, self.registry.unregister)
+        checkpoints = loop.create_task(self._checkpoints())
+        self._cleanup.push_async_callback(asyncio.gather, checkpoints)  # ends on _stop
+        monitors = [loop.create_task(self._disk()), loop.create_task(self._stats())]
+        self._cleanup.push_async_callback(_cancel, monitors)
+        self.events.emit(
+            "ready",
+            bookie_id=cfg.bookie_id,
+            readonly=self.bookie.readonly is not None,
+            znode=self.registry.node,
+        )
+
+    def _replay(self) -> int:
+        def damaged(bad: BadRecord) -> None:
+            self.events.emit("journal-damaged", file=bad.seq, offset=bad.offset, reason=bad.reason)
+
+        count = 0
+        for record, _ in replay(self.journal_files, self.store.checkpointed, damaged):
+            self.store.apply_record(record)
+            count += 1
+        return count
+
+    # -- running -----------------------------------------------------------------------------
+
+    def _mode_changed(self, readonly: bool) -> None:
+        """Re-register in the current mode, after any registration still under way."""
+        previous = self._registration
+
+        async def register() -> None:
+            if previous is not None:
+                await previous
+            try:
+                await self.offload.run(self.registry.register, self.bookie.readonly is not None)
+            except Exception as exc:  # kazoo errors; the session listener retries later
+                self.events.emit("registration-failed", error=str(exc))
+
+        self._registration = asyncio.get_running_loop().create_task(register())
+
+    def _check_disk(self) -> None:
+        worst = 0.0
+        for d in self.cfg.data_dirs:
+            try:
+                usage = shutil.disk_usage(d)
+            except OSError:
+                continue
+            worst = max(worst, 1 - usage.free / usage.total)
+        if worst >= self.cfg.readonly_threshold:
+            self.bookie.set_readonly(
+                "disk-usage", usage=round(worst, 4), threshold=self.cfg.readonly_threshold
+            )
+        else:
+            self.bookie.set_writable()
+
+    async def _disk(self) -> None:
+        while True:
+            await asyncio.sleep(DISK_CHECK_INTERVAL_S)
+            self._check_disk()
+
+    async def _checkpoints(self) -> None:
+        """Checkpoint every interval, or sooner when unflushed entries pile up in memory,
+        until stopping; it ends by itself, never cancelled (a cancelled checkpoint would
+        leave its flush thread running)."""
+        last = self.clock.monotonic()
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), CHECKPOINT_POLL_S)
+            due = self.clock.monotonic() - last >= CHECKPOINT_INTERVAL_S
+            if due or self.store.pending_bytes >= CHECKPOINT_BYTES:
+                await self.checkpoint()
+                last = self.clock.monotonic()
+
+    async def checkpoint(self) -> None:
+        if not self.store.needs_checkpoint:
+            return
+        position = self.journal.durable
+        try:
+            await self.store.checkpoint(position)
+            self.journal.release_before(position[0])
+        except Exception as exc:  # OSError, or sqlite3.Error (not an OSError)
+            self.events.emit("checkpoint-failed", error=str(exc))
+            self.bookie.io_failed("checkpoint", exc)
+
+    async def _stats(self) -> None:
+        last = None
+        while True:
+            await asyncio.sleep(STATS_INTERVAL_S)
+            now = (self.journal_files.syncs, self.journal.batches)
+            if now != last:
+                last = now
+                self.events.emit("journal-stats", fsyncs=now[0], batches=now[1])
+
+    async def stop(self) -> None:
+        """Unregister, stop serving, drain the journal, checkpoint, close (in that order)."""
+        self.events.emit("stopping")
+        self._stop.set()
+        if self._registration is not None:
+            await asyncio.gather(self._registration, return_exceptions=True)
+        await self._cleanup.aclose()
+        self.events.emit("stopped")
+
+    async def run_until_stopped(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        await self._stop.wait()
+
+
+def _stop_serving(server: asyncio.Server, connections: set[BookieConnection]) -> None:
+    """No new connections, no new requests; queued ones still get their answers."""
+    server.close()
+    for connection in connections:
+        connection.pause()
+
+
+def _close_all(connections: set[BookieConnection]) -> None:
+    for connection in list(connections):
+        connection.close()
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
