@@ -1,0 +1,303 @@
+"""Ledger recovery: close another client's ledger without truncating it (reference 003/004).
+
+1. Mark the metadata IN_RECOVERY by CAS (the writer's next ensemble change then fails).
+2. Fence: READ of entry −1 with FENCE_LEDGER to the last fragment's bookies until the fenced
+   ones cover every ack quorum; the largest piggybacked LAC is where recovery starts.
+3. Recovery reads (which fence too) from LAC+1: an entry is recovered on one positive
+   answer, absent only after (WQ−AQ)+1 explicit negatives; unknown answers abort.
+4. Write every recovered entry back with RECOVERY_ADD carrying the frozen LAC.
+5. Close by CAS, and only if the ledger is still IN_RECOVERY.
+
+Unbounded ledgers (reference 000) fence with a term instead: step 1 also raises the term,
+and every request of steps 2–4 carries it (bookies refuse a lower one with EINVALIDTERM).
+A takeover replaces step 5: a no-op entry with the truncate flag goes to every bookie of
+the last fragment, then the ledger is reopened in the new term.
+
+A no-op entry that step 3 recovers (it says what it is, see ``ledger.py``) ends the
+recovered entries: it is written back as the no-op it is, never as data, and is the last
+entry. Nothing after it can have been acknowledged: entries of the term it began carry a
+piggybacked LAC of at least its id, so had one reached an ack quorum, fencing would have
+started recovery past the no-op. It may be a term's recorded no-op or one left behind by a
+takeover that failed before reopening the ledger; in both cases entries after it are dirty.
+A takeover then ends its own term with a new no-op right after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bookie_image import bugs
+from bookie_image.client.errors import (
+    BKError,
+    ConcurrentModificationError,
+    LedgerClosedError,
+    LedgerFencedError,
+    LedgerRecoveryError,
+)
+from bookie_image.client.ledger import (
+    NOOP,
+    ClientContext,
+    ReadHandle,
+    Writer,
+    answers,
+    closed_at,
+    decode_checked,
+    is_noop,
+    quorum_of,
+    wire_id,
+)
+from bookie_image.client.metadata import LedgerMetadata, LedgerState, Versioned
+from bookie_image.client.quorum import (
+    ReadOutcome,
+    RecoveryDecision,
+    RecoveryReadTally,
+    quorum_covered,
+    write_set,
+)
+from bookie_image.client.transport import next_request_id
+from bookie_image.protocol import (
+    AddRequest,
+    Entry,
+    ProtocolError,
+    ReadRequest,
+    Status,
+    decode_entry,
+    encode_entry,
+)
+
+__all__ = ["Recovered", "recover"]
+
+_FENCED = (Status.EOK, Status.ENOENTRY, Status.ENOLEDGER)
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """Where recovery left the ledger: CLOSED at ``last_entry``, or (a takeover of an
+    unbounded ledger) OPEN in a new term with ``last_entry`` the no-op that ended the old."""
+
+    versioned: Versioned
+    last_entry: int
+    length: int
+
+
+async def recover(
+    ctx: ClientContext, versioned: Versioned, master_key: bytes, *, take_over: bool = False
+) -> Recovered:
+    """Recover the ledger, then close it — or, with ``take_over`` (unbounded ledgers only),
+    end the previous term with a truncating no-op and reopen it for this client."""
+
+    def start(m: LedgerMetadata) -> LedgerMetadata:
+        if m.closed:
+            if take_over:
+                raise LedgerClosedError(f"ledger {m.name} is closed", may_have_happened=False)
+            return m
+        # An unbounded ledger is fenced by a higher term rather than by the fence bit.
+        return replace(m, state=LedgerState.IN_RECOVERY, term=m.term + 1 if m.unbounded else m.term)
+
+    versioned = await ctx.store.update(versioned, start)
+    metadata = versioned.metadata
+    if metadata.closed:
+        return Recovered(versioned, metadata.last_entry_id, metadata.length)
+    term = metadata.term if metadata.unbounded else None
+    lac = await _fence(ctx, metadata, master_key, term)
+    # Reads use the fragment as it was when fencing, never a fragment created by the
+    # write-back below: its new bookies lack the entries and would answer negatives.
+    writer = Writer(ctx, versioned, master_key, lac=lac, length=0, recovery=True)
+    writebacks: list[asyncio.Future[int]] = []
+    last_length: int | None = None
+    entry_id = lac + 1
+    while (entry := await _recovery_read(ctx, metadata, master_key, entry_id, term)) is not None:
+        if not bugs.enabled("no-recovery-writeback"):
+            writebacks.append(writer.enqueue(entry.payload, length=entry.header.length))
+        last_length = entry.header.length
+        entry_id += 1
+        if is_noop(metadata, entry):
+            break  # a term ended here: what follows is dirty (see the module docstring)
+    try:
+        await asyncio.gather(*writebacks)
+    except BKError as exc:
+        raise LedgerRecoveryError(
+            f"write-back during recovery of ledger {metadata.name} failed: {exc}",
+            may_have_happened=False,
+        ) from exc
+    last_entry = entry_id - 1
+    if last_length is None:
+        last_length = await _length_at(ctx, versioned, master_key, lac)
+    if take_over:
+        return await _start_term(ctx, writer, last_entry, last_length)
+
+    def close(m: LedgerMetadata) -> LedgerMetadata:
+        if m.closed and m.last_entry_id == last_entry:
+            return m  # a concurrent recovery reached the same end
+        if m.state is not LedgerState.IN_RECOVERY or m.term != metadata.term:
+            raise ConcurrentModificationError(
+                f"ledger {m.name} became {m.state.value} (term {m.term}, last entry "
+                f"{m.last_entry_id}) while recovering it to last entry {last_entry}",
+                may_have_happened=False,
+            )
+        return closed_at(m, last_entry, last_length)
+
+    closed = await ctx.store.update(writer.versioned, close)
+    return Recovered(closed, last_entry, last_length)
+
+
+async def _start_term(
+    ctx: ClientContext, writer: Writer, last_entry: int, length: int
+) -> Recovered:
+    """End the previous term: write a no-op right after the last recovered entry, with the
+    truncate flag, to *every* bookie of the last fragment (each drops the dirty entries the
+    old term left beyond it), then reopen the ledger in this client's term by CAS."""
+    metadata = writer.versioned.metadata
+    noop = last_entry + 1
+    length += len(NOOP)
+    data = encode_entry(
+        wire_id(metadata), noop, last_entry, length, NOOP, metadata.digest, writer.master_key
+    )
+    requests = {
+        bookie: AddRequest(
+            next_request_id(),
+            writer.master_key,
+            data,
+            recovery=True,
+            term=writer.term,
+            truncate=True,
+        )
+        for bookie in writer.ensemble
+    }
+    refused = []
+    async for bookie, response in answers(ctx, requests, ctx.add_timeout):
+        status = None if response is None else response.status
+        if status is Status.EINVALIDTERM:
+            raise _newer_term(metadata)
+        if status is not Status.EOK:
+            refused.append(f"{bookie}: {'no answer' if status is None else status.name}")
+    if refused:
+        raise LedgerRecoveryError(
+            f"the truncating no-op of ledger {metadata.name} must reach every bookie of its "
+            f"last fragment: {', '.join(refused)}",
+            may_have_happened=False,
+        )
+
+    def reopen(m: LedgerMetadata) -> LedgerMetadata:
+        if m.state is not LedgerState.IN_RECOVERY or m.term != metadata.term:
+            raise _newer_term(m)
+        return replace(m, state=LedgerState.OPEN, noops=(*m.noops, noop))
+
+    reopened = await ctx.store.update(writer.versioned, reopen)
+    return Recovered(reopened, noop, length)
+
+
+def _newer_term(m: LedgerMetadata) -> LedgerFencedError:
+    return LedgerFencedError(
+        f"another client took ledger {m.name} over (term {m.term}, {m.state.value})",
+        may_have_happened=False,
+        code="EINVALIDTERM",
+    )
+
+
+async def _fence(
+    ctx: ClientContext, metadata: LedgerMetadata, master_key: bytes, term: int | None
+) -> int:
+    """Fence the last fragment's bookies until quorum coverage; return the LAC to start from."""
+    first, bookies = metadata.last_ensemble
+    config = quorum_of(metadata)
+    lac = first - 1  # entries before the last fragment were confirmed when it was created
+    fenced: set[int] = set()
+    requests = {
+        bookie: ReadRequest(
+            next_request_id(), wire_id(metadata), -1, fence=True, master_key=master_key, term=term
+        )
+        for bookie in bookies
+    }
+    async for bookie, response in answers(ctx, requests, ctx.read_timeout):
+        if response is not None and response.status is Status.EINVALIDTERM:
+            raise _newer_term(metadata)
+        if response is None or response.status not in _FENCED:
+            continue
+        fenced.add(bookies.index(bookie))
+        if response.status is Status.EOK:
+            # A last entry that does not verify still fenced the bookie; its LAC is not trusted.
+            with contextlib.suppress(ProtocolError):
+                header = decode_entry(response.entry, metadata.digest, master_key).header
+                lac = max(lac, header.lac)
+        if quorum_covered(config, fenced):
+            return lac
+    raise LedgerRecoveryError(
+        f"could not fence ledger {metadata.name}: only {sorted(bookies[s] for s in fenced)} "
+        f"of {list(bookies)} answered, not enough to cover every ack quorum",
+        may_have_happened=False,
+    )
+
+
+async def _recovery_read(
+    ctx: ClientContext,
+    metadata: LedgerMetadata,
+    master_key: bytes,
+    entry_id: int,
+    term: int | None,
+) -> Entry | None:
+    """Read ``entry_id`` from its write set; the entry, or None once it is proven absent."""
+    config = quorum_of(metadata)
+    _, bookies = metadata.ensemble_at(entry_id)
+    fence = not bugs.enabled("recovery-reads-no-fence")
+    requests = {
+        bookies[slot]: ReadRequest(
+            next_request_id(),
+            wire_id(metadata),
+            entry_id,
+            fence=fence,
+            master_key=master_key if fence else None,
+            term=term,
+        )
+        for slot in write_set(entry_id, config)
+    }
+    tally = RecoveryReadTally(config)
+    async for _, response in answers(ctx, requests, ctx.read_timeout):
+        outcome, entry = _classify(response, metadata, master_key, entry_id)
+        decision = tally.record(outcome)
+        if decision is RecoveryDecision.RECOVERABLE and entry is not None:
+            return entry
+        if decision is RecoveryDecision.UNRECOVERABLE:
+            return None
+        if decision is RecoveryDecision.UNKNOWN:
+            break
+    raise LedgerRecoveryError(
+        f"cannot tell whether entry {entry_id} of ledger {metadata.name} exists: "
+        f"{tally.positives} positive, {tally.negatives} negative, {tally.unknowns} unknown "
+        f"answers (absent needs {config.write_quorum - config.ack_quorum + 1} negatives)",
+        may_have_happened=False,
+    )
+
+
+def _classify(
+    response: Any, metadata: LedgerMetadata, master_key: bytes, entry_id: int
+) -> tuple[ReadOutcome, Entry | None]:
+    """Positive only with a verified entry; negative only on an explicit "no such entry";
+    everything else (no answer, EIO, a digest that does not verify, ...) is unknown."""
+    if response is None:
+        return ReadOutcome.UNKNOWN, None
+    if response.status is Status.EINVALIDTERM:
+        raise _newer_term(metadata)
+    if response.status in (Status.ENOENTRY, Status.ENOLEDGER):
+        return ReadOutcome.NEGATIVE, None
+    if response.status is Status.EOK:
+        try:
+            return ReadOutcome.POSITIVE, decode_checked(
+                metadata, master_key, response.entry, entry_id
+            )
+        except ProtocolError:
+            pass
+    return ReadOutcome.UNKNOWN, None
+
+
+async def _length_at(
+    ctx: ClientContext, versioned: Versioned, master_key: bytes, entry_id: int
+) -> int:
+    """The ledger's total length through ``entry_id`` (from that entry's header)."""
+    if entry_id < 0:
+        return 0
+    entry = await ReadHandle(ctx, versioned, master_key, entry_id).read_entry(entry_id)
+    return entry.header.length
