@@ -1,0 +1,35 @@
+"""bkchaos checkers: pure functions from a history to a result (shared/spec/history.md).
+
+This package imports nothing else of the project. `check` is the entry point; the
+sub-checkers and the history reader are exported for tools that compose their own.
+"""
+
+from checkers.compose import CHECKERS, check, compose
+from checkers.graph import check_graph
+from checkers.history import History, HistoryError, Op, index_history, read_ops
+from checkers.ledger import FINDERS, check_ledgers
+from checkers.perf import check_perf
+from checkers.result import MAX_CASES, merge_valid
+from checkers.stats import check_stats
+from checkers.stream import check_streams
+from checkers.synth import synthesize
+
+__all__ = [
+    "CHECKERS",
+    "FINDERS",
+    "MAX_CASES",
+    "History",
+    "HistoryError",
+    "Op",
+    "check",
+    "check_graph",
+    "check_ledgers",
+    "check_perf",
+    "check_stats",
+    "check_streams",
+    "compose",
+    "index_history",
+    "merge_valid",
+    "read_ops",
+    "synthesize",
+]

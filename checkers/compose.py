@@ -1,0 +1,60 @@
+"""Composition of checkers, like Jepsen's `compose`, into the result of spec §5."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from checkers.graph import check_graph
+from checkers.history import History, Op, index_history, ops_from_dicts, read_ops
+from checkers.ledger import check_ledgers
+from checkers.perf import check_perf
+from checkers.result import UNKNOWN, merge_valid
+from checkers.stats import check_stats, summary
+from checkers.stream import check_streams
+
+Checker = Callable[[History], dict[str, Any]]
+
+CHECKERS: dict[str, Checker] = {
+    "stats": check_stats,
+    "perf": check_perf,
+    "ledger": check_ledgers,
+    "stream": check_streams,
+    "graph": check_graph,
+}
+
+
+def compose(checkers: dict[str, Checker]) -> Checker:
+    """One checker running named sub-checkers; a sub-checker that raises is reported
+    as `unknown` with its error, never a crash, and the others still run."""
+
+    def run(h: History) -> dict[str, Any]:
+        results: dict[str, dict[str, Any]] = {}
+        for name, checker in checkers.items():
+            try:
+                results[name] = checker(h)
+            except Exception as exc:  # Jepsen's rule: a broken checker is unknown
+                results[name] = {"valid": UNKNOWN, "error": f"{type(exc).__name__}: {exc}"}
+        anomalies: dict[str, list[dict[str, Any]]] = {}
+        for result in results.values():
+            for name, cases in result.get("anomalies", {}).items():
+                anomalies.setdefault(name, []).extend(cases)
+        return {
+            "valid": merge_valid(r["valid"] for r in results.values()),
+            "anomaly_types": sorted(anomalies),
+            "anomalies": anomalies,
+            "stats": summary(h),
+            "checkers": results,
+        }
+
+    return run
+
+
+def check(history: str | Path | History | Iterable[dict[str, Any] | Op]) -> dict[str, Any]:
+    """Check a history file, an indexed history, or ops (dicts or Op), with CHECKERS."""
+    if isinstance(history, str | Path):
+        history = index_history(read_ops(history))
+    elif not isinstance(history, History):
+        history = index_history(ops_from_dicts(history))
+    return compose(CHECKERS)(history)

@@ -1,0 +1,247 @@
+"""Elle-style dependency-graph checker (shared/spec/history.md §4, DESIGN §8).
+
+Nodes are calls: appends that did not fail, and ok reads. Edges:
+- ww: successive writers in a ledger's version order (its closed read, else acks and
+  tail reads), and from a stream ledger's last writer to the next ledger's first;
+- wr: the writer of the highest entry a read returned -> the read (lower entries follow
+  through ww, as Elle infers list-append dependencies from the last element);
+- rw: a closed read -> each ok append of its ledger it did not return (tail reads add
+  none: a reader may legally lag the LAC);
+- process: successive calls of one process; realtime: a call that completed ok before
+  another was invoked (info calls never complete, so they have no outgoing realtime edge).
+
+Near-linear on valid histories: order calls by the history position of their completion.
+Realtime and process edges always go forward in that order, so every cycle contains a
+data edge that goes backward, and lies within the span its backward edges cover (to
+come back from its highest call to its lowest, the cycle must cross every position in
+between on a backward edge). Only the calls in the merged spans of backward data edges
+go into the networkx graph, with realtime edges linked to the frontier of latest
+completions (Elle's trick); its strongly connected components are then each explained
+by one shortest cycle found by BFS.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Iterator
+from itertools import pairwise
+from typing import Any
+
+import networkx as nx
+
+from checkers.history import Append, Call, History
+from checkers.ledger import Content, authoritative
+from checkers.result import Case, case, collect
+from checkers.stream import stream_orders
+
+Edge = tuple[Call, Call, str, tuple[Any, ...]]  # from, to, kind, what it rests on
+
+
+def data_edges(h: History, auth: dict[Any, Content]) -> Iterator[Edge]:
+    """ww, wr and rw edges, each with the (ledger, entry…) it rests on."""
+    appends = h.appends
+    firsts: dict[Any, tuple[Append, int]] = {}  # ledger -> its first writer and entry
+    lasts: dict[Any, tuple[Append, int]] = {}
+    for ledger, at in _version_orders(h, auth).items():
+        prev: Append | None = None
+        prev_e = -1
+        for e in sorted(at):
+            a = appends.get(at[e])
+            if a is None or a.type == "fail":
+                continue
+            if prev is None:
+                firsts[ledger] = (a, e)
+            elif prev is not a:
+                yield prev.call, a.call, "ww", (ledger, prev_e, ledger, e)
+            prev, prev_e = a, e
+        if prev is not None:
+            lasts[ledger] = (prev, prev_e)
+    for ledgers in stream_orders(h, auth).values():
+        linked = [ledger for ledger in ledgers if ledger in firsts]
+        for before, after in pairwise(linked):
+            (a, e1), (b, e2) = lasts[before], firsts[after]
+            yield a.call, b.call, "ww", (before, e1, after, e2)
+    for r in h.reads:
+        if r.entries:
+            e, p = max(r.entries)
+            a = appends.get(p)
+            if a is not None and a.type != "fail":
+                yield a.call, r.call, "wr", (r.ledger, e)
+    for ledger, reads in h.closed.items():
+        acked = h.acked.get(ledger, ())
+        for r in reads:
+            at = auth[ledger].at if r is reads[0] else {e: p for e, p in r.entries}
+            for a in acked:
+                if at.get(a.entry) != a.payload:
+                    yield r.call, a.call, "rw", (ledger, a.entry)
+
+
+def _version_orders(h: History, auth: dict[Any, Content]) -> dict[Any, dict[int, str]]:
+    """Ledger -> {entry: payload} of its log: the closed read if any, else what acks
+    and tail reads say (where they conflict, the ledger checker reports divergence)."""
+    orders: dict[Any, dict[int, str]] = {}
+    for ledger, acked in h.acked.items():
+        if ledger not in auth:
+            orders[ledger] = {a.entry: a.payload for a in reversed(acked)}
+    for r in h.reads:
+        at = orders.get(r.ledger)
+        if at is not None and r.entries and r.ledger not in auth:
+            for e, p in r.entries:
+                at.setdefault(e, p)
+    for ledger, content in auth.items():
+        orders[ledger] = content.at
+    return orders
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Merged key ranges covered by backward edges: the only places a cycle can be."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return [(lo, hi) for lo, hi in merged]
+
+
+def _add_window(g: nx.DiGraph, calls: list[Call], edges: list[Edge]) -> None:
+    """Add one span's calls to the graph: its data edges, then process and realtime
+    edges (spans are disjoint, so one graph holds them all without linking them)."""
+    g.add_nodes_from(c.inv.index for c in calls)
+
+    def link(u: Call, v: Call, kind: str, why: tuple[Any, ...]) -> None:
+        # the first kind wins: data edges are added first, so a cycle needs the fewest
+        # ordering assumptions
+        if u is not v and not g.has_edge(u.inv.index, v.inv.index):
+            g.add_edge(u.inv.index, v.inv.index, kind=kind, why=why, calls=(u, v))
+
+    for edge in edges:
+        link(*edge)
+    last: dict[Any, Call] = {}
+    for c in calls:
+        prev = last.get(c.inv.process)
+        if prev is not None:
+            link(prev, c, "process", (c.inv.process,))
+        last[c.inv.process] = c
+    events = [(c.inv.index, c) for c in calls]
+    events += [(c.done.index, c) for c in calls if c.type == "ok"]
+    events.sort(key=lambda ev: ev[0])
+    frontier: dict[int, Call] = {}  # completed calls not yet implied by a later one
+    preds: dict[int, list[Call]] = {}
+    for at, c in events:
+        if at == c.inv.index:
+            preds[at] = list(frontier.values())
+            for p in preds[at]:
+                link(p, c, "realtime", ())
+        else:
+            for p in preds[c.inv.index]:
+                frontier.pop(p.inv.index, None)
+            frontier[c.inv.index] = c
+
+
+def _short_cycle(g: nx.DiGraph, component: set[int]) -> list[int]:
+    """A shortest cycle through one node of a strongly connected component (BFS)."""
+    start = min(component)
+    parent: dict[int, int] = {start: start}
+    queue = deque([start])
+    while queue:
+        u = queue.popleft()
+        for v in g.successors(u):
+            if v == start:
+                path = [u]
+                while path[-1] != start:
+                    path.append(parent[path[-1]])
+                return path[::-1]
+            if v in component and v not in parent:
+                parent[v] = u
+                queue.append(v)
+    raise AssertionError("a strongly connected component has a cycle")  # pragma: no cover
+
+
+def classify(kinds: list[str]) -> str:
+    """Adya's name for a cycle with these edge kinds, suffixed with the order it needs."""
+    rw = kinds.count("rw")
+    name = ("G1c" if "wr" in kinds else "G0") if rw == 0 else "G-single" if rw == 1 else "G2"
+    if "realtime" in kinds:
+        return name + "-realtime"
+    if "process" in kinds:
+        return name + "-process"
+    return name
+
+
+def _describe(c: Call) -> str:
+    v = c.inv.value
+    if c.inv.f == "append":
+        return f"op {c.inv.index} (append of {v.payload!r})"
+    return f"op {c.inv.index} ({v.mode} read of ledger {v.ledger})"
+
+
+def _because(kind: str, why: tuple[Any, ...], u: Call, v: Call) -> str:
+    """Why u precedes v, in words that name both ops."""
+    a, b = f"op {u.inv.index}", f"op {v.inv.index}"
+    if kind == "ww":
+        l1, e1, l2, e2 = why
+        after = f"entry {e2}" if l1 == l2 else f"entry {e2} of ledger {l2}, next in the stream"
+        return f"{a} wrote entry {e1} of ledger {l1} and {b} wrote {after} (ww)"
+    if kind == "wr":
+        return f"{b} read entry {why[1]} of ledger {why[0]}, written by {a} (wr)"
+    if kind == "rw":
+        return f"{a} read ledger {why[0]} closed without {b}'s acked entry {why[1]} (rw)"
+    if kind == "process":
+        return f"process {why[0]} ran {a}, then {b} (process)"
+    return f"{a} completed (op {u.done.index}) before {b} was invoked (realtime)"
+
+
+def _cycle_case(g: nx.DiGraph, cycle: list[int]) -> tuple[str, Case]:
+    hops = [g.edges[u, v] for u, v in zip(cycle, cycle[1:] + cycle[:1], strict=True)]
+    steps = [
+        f"{_describe(e['calls'][0])} precedes {_describe(e['calls'][1])}: "
+        f"{_because(e['kind'], e['why'], *e['calls'])}"
+        for e in hops
+    ]
+    name = classify([e["kind"] for e in hops])
+    return name, case(
+        "; ".join(steps) + ": a contradiction!",
+        sorted(i for e in hops for i in e["calls"][0].ops),
+        cycle=[
+            {"from": e["calls"][0].inv.index, "to": e["calls"][1].inv.index, "kind": e["kind"]}
+            for e in hops
+        ],
+    )
+
+
+def check_graph(h: History) -> dict[str, Any]:
+    """Dependency cycles under Adya's names, e.g. G0, G1c, G-single-realtime."""
+    auth = authoritative(h)
+    edges: list[Edge] = []
+    backward: list[tuple[int, int]] = []
+    for edge in data_edges(h, auth):
+        edges.append(edge)
+        if edge[0].key >= edge[1].key:
+            backward.append((edge[1].key, edge[0].key))
+    spans = _merge(backward)
+    eligible = h.nodes
+    keys = [c.key for c in eligible]  # increasing: calls are in completion order
+    window_of: dict[int, int] = {}
+    members: list[list[Call]] = []
+    for n, (lo, hi) in enumerate(spans):
+        members.append(eligible[bisect.bisect_left(keys, lo) : bisect.bisect_right(keys, hi)])
+        window_of.update((c.inv.index, n) for c in members[-1])
+    inside: list[list[Edge]] = [[] for _ in spans]
+    for edge in edges:
+        n = window_of.get(edge[0].inv.index)
+        if n is not None and window_of.get(edge[1].inv.index) == n:
+            inside[n].append(edge)
+    g = nx.DiGraph()
+    for calls, window_edges in zip(members, inside, strict=True):
+        _add_window(g, calls, window_edges)
+    found: dict[str, list[Case]] = {}
+    for component in nx.strongly_connected_components(g):
+        if len(component) > 1:
+            name, c = _cycle_case(g, _short_cycle(g, component))
+            found.setdefault(name, []).append(c)
+    result = collect({name: iter(cases) for name, cases in sorted(found.items())})
+    result.update(nodes=len(eligible), data_edges=len(edges), windows=len(spans))
+    result["window_nodes"] = sum(map(len, members))
+    return result

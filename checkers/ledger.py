@@ -1,0 +1,310 @@
+"""Per-ledger anomalies (shared/spec/history.md §4), one linear scan each.
+
+Each finder takes the indexed history and the authoritative content of every checked
+ledger, and yields anomaly cases; its docstring is the definition it checks. `info`
+appends never appear in a definition except as payloads that may legitimately be read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from operator import attrgetter, itemgetter
+from typing import Any, NamedTuple
+
+from checkers.history import Call, History, Read
+from checkers.result import UNKNOWN, Case, case, collect
+
+_PAYLOAD = itemgetter(1)  # of an [entry, payload] pair
+_A_ENTRY = attrgetter("entry")  # of an Append
+
+
+class Content(NamedTuple):
+    """What the first `closed` read of a ledger returned: the authoritative content."""
+
+    last: int
+    at: dict[int, str]
+    read: Read
+
+
+def authoritative(h: History) -> dict[Any, Content]:
+    """Ledger -> its authoritative content; ledgers without a closed read are unchecked.
+
+    Computed once per history and shared by the checkers that need it.
+    """
+    auth = h.memo.get("authoritative")
+    if auth is None:
+        auth = h.memo["authoritative"] = {
+            ledger: Content(reads[0].lac, {e: p for e, p in reads[0].entries}, reads[0])
+            for ledger, reads in h.closed.items()
+        }
+    return auth
+
+
+def _entry_reads(h: History) -> Iterator[Read]:
+    return (r for r in h.reads if r.entries is not None)
+
+
+def lost_append(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """An ok append (L, e, p) where L has authoritative content and p is not at entry e."""
+    for ledger, acked in h.acked.items():
+        content = auth.get(ledger)
+        if content is None:
+            continue
+        at = content.at
+        for a in acked:
+            got = at.get(a.entry)
+            if got != a.payload:
+                there = f"no entry {a.entry}" if got is None else f"{got!r} there"
+                yield case(
+                    f"the append of {a.payload!r} was acknowledged at entry {a.entry} of "
+                    f"ledger {ledger}, but its closed read (op {content.read.call.inv.index}) "
+                    f"has {there}.",
+                    a.call.ops + content.read.call.ops,
+                    ledger=ledger,
+                    entry=a.entry,
+                    payload=a.payload,
+                )
+
+
+def truncated_ledger(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """L's authoritative last entry id is below the largest e of any ok append on L."""
+    for ledger, acked in h.acked.items():
+        content = auth.get(ledger)
+        if content is None or max(map(_A_ENTRY, acked)) <= content.last:
+            continue
+        beyond = [a for a in acked if a.entry > content.last]
+        if beyond:
+            top = max(beyond, key=lambda a: a.entry)
+            yield case(
+                f"ledger {ledger} was closed at entry {content.last}, but {len(beyond)} "
+                f"append(s) beyond it were acknowledged, up to entry {top.entry}.",
+                [i for a in beyond for i in a.call.ops] + content.read.call.ops,
+                ledger=ledger,
+                entry=top.entry,
+                last_entry=content.last,
+            )
+
+
+def divergence(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """Two reads, or a read and an ok append, give different payloads for the same (L, e);
+    or two closed reads of L report different last entry ids.
+
+    Observations are compared with the authoritative content where it has the entry,
+    else with the first read that returned it.
+    """
+    first: dict[Any, dict[int, tuple[str, Read]]] = {}
+    for r in _entry_reads(h):
+        content = auth.get(r.ledger)
+        if content is not None and r is content.read:
+            continue
+        at = content.at if content is not None else {}
+        others = first.setdefault(r.ledger, {})
+        for e, p in r.entries:
+            q = at.get(e)
+            if q is not None:
+                if q != p:
+                    yield _diverged(r.ledger, e, (q, content.read), p, "a read", r.call)
+            elif (seen := others.get(e)) is None:
+                others[e] = (p, r)
+            elif seen[0] != p:
+                yield _diverged(r.ledger, e, seen, p, "a read", r.call)
+    for ledger, acked in h.acked.items():
+        content = auth.get(ledger)
+        at = content.at if content is not None else {}
+        others = first.get(ledger, {})
+        for a in acked:
+            q = at.get(a.entry)
+            seen = (q, content.read) if q is not None else others.get(a.entry)
+            if seen is not None and seen[0] != a.payload:
+                yield _diverged(ledger, a.entry, seen, a.payload, "an ok append", a.call)
+    for ledger, reads in h.closed.items():
+        lasts = sorted({r.lac for r in reads})
+        if len(lasts) > 1:
+            yield case(
+                f"closed reads of ledger {ledger} disagree on its last entry id: {lasts}.",
+                [i for r in reads for i in r.call.ops],
+                ledger=ledger,
+                last_entries=lasts,
+            )
+
+
+def _diverged(
+    ledger: Any, entry: int, first: tuple[str, Read], payload: str, what: str, call: Call
+) -> Case:
+    return case(
+        f"a read (op {first[1].call.inv.index}) saw {first[0]!r} at entry {entry} of ledger "
+        f"{ledger}, but {what} (op {call.inv.index}) has {payload!r} there.",
+        first[1].call.ops + call.ops,
+        ledger=ledger,
+        entry=entry,
+        payloads=[first[0], payload],
+    )
+
+
+def dirty_read(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """A read returned (L, e, p) with e beyond L's authoritative last entry id."""
+    for r in _entry_reads(h):
+        content = auth.get(r.ledger)
+        if content is None:
+            continue
+        for e, p in r.entries:
+            if e > content.last:
+                yield case(
+                    f"a read (op {r.call.inv.index}) returned {p!r} at entry {e} of ledger "
+                    f"{r.ledger}, which was closed at entry {content.last}.",
+                    r.call.ops + content.read.call.ops,
+                    ledger=r.ledger,
+                    entry=e,
+                    payload=p,
+                )
+
+
+def garbage_read(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """A read returned a payload that no append in the history ever carried."""
+    appends = h.appends
+    for r in _entry_reads(h):
+        if not set(map(_PAYLOAD, r.entries)).difference(appends):  # screen at C speed
+            continue
+        for e, p in r.entries:
+            if p not in appends:
+                yield case(
+                    f"a read (op {r.call.inv.index}) returned {p!r} at entry {e} of ledger "
+                    f"{r.ledger}, a payload no append ever carried.",
+                    r.call.ops,
+                    ledger=r.ledger,
+                    entry=e,
+                    payload=p,
+                )
+
+
+def duplicate(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """The same payload at two different (L, e) positions (reads or ok appends)."""
+    where: dict[str, tuple[Any, int, Call]] = {}
+    clashes: list[tuple[tuple[Any, int, Call], tuple[Any, int, Call], str]] = []
+    get = where.get
+    for r in _entry_reads(h):
+        ledger, call = r.ledger, r.call
+        for e, p in r.entries:
+            there = get(p)
+            if there is None:
+                where[p] = (ledger, e, call)
+            elif there[1] != e or there[0] != ledger:
+                clashes.append((there, (ledger, e, call), p))
+    for ledger, acked in h.acked.items():
+        for a in acked:
+            there = get(a.payload)
+            if there is None:
+                where[a.payload] = (ledger, a.entry, a.call)
+            elif there[1] != a.entry or there[0] != ledger:
+                clashes.append((there, (ledger, a.entry, a.call), a.payload))
+    for (l1, e1, c1), (l2, e2, c2), p in clashes:
+        yield case(
+            f"{p!r} is at entry {e1} of ledger {l1} (op {c1.inv.index}) and also at entry "
+            f"{e2} of ledger {l2} (op {c2.inv.index}).",
+            c1.ops + c2.ops,
+            ledger=l2,
+            entry=e2,
+            payload=p,
+            first=[l1, e1],
+        )
+
+
+def failed_append_visible(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """The payload of an append that completed `fail` appears in a read."""
+    appends = h.appends
+    failed = {p for p, a in appends.items() if a.type == "fail"}
+    for r in _entry_reads(h):
+        if failed.isdisjoint(map(_PAYLOAD, r.entries)):  # screen at C speed
+            continue
+        for e, p in r.entries:
+            a = appends.get(p)
+            if a is not None and a.type == "fail":
+                yield case(
+                    f"the append of {p!r} failed (op {a.call.ops[-1]}), yet a read "
+                    f"(op {r.call.inv.index}) returned it at entry {e} of ledger {r.ledger}.",
+                    a.call.ops + r.call.ops,
+                    ledger=r.ledger,
+                    entry=e,
+                    payload=p,
+                )
+
+
+def read_beyond_lac(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """A `tail` read returned an entry id greater than its own `lac`."""
+    for r in _entry_reads(h):
+        if r.mode == "tail" and r.entries:
+            e, p = max(r.entries)
+            if e > r.lac:
+                yield case(
+                    f"a tail read (op {r.call.inv.index}) of ledger {r.ledger} with lac "
+                    f"{r.lac} returned entry {e}.",
+                    r.call.ops,
+                    ledger=r.ledger,
+                    entry=e,
+                    payload=p,
+                    lac=r.lac,
+                )
+
+
+def nonmonotonic_lac(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """One process, one ledger: an ok read/read-lac reports a `lac` lower than an
+    earlier ok one from the same process."""
+    highest: dict[tuple[Any, Any], Read] = {}
+    for r in h.reads:
+        key = (r.call.inv.process, r.ledger)
+        top = highest.get(key)
+        if top is None or r.lac > top.lac:
+            highest[key] = r
+        elif r.lac < top.lac:
+            yield case(
+                f"process {key[0]} saw lac {top.lac} of ledger {r.ledger} (op "
+                f"{top.call.inv.index}), then lac {r.lac} (op {r.call.inv.index}).",
+                top.call.ops + r.call.ops,
+                ledger=r.ledger,
+                lacs=[top.lac, r.lac],
+            )
+
+
+def lac_beyond_end(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """A reported `lac` (tail read or read-lac) exceeds L's authoritative last entry id."""
+    for r in h.reads:
+        content = auth.get(r.ledger)
+        if r.mode != "closed" and content is not None and r.lac > content.last:
+            yield case(
+                f"op {r.call.inv.index} reported lac {r.lac} of ledger {r.ledger}, which was "
+                f"closed at entry {content.last}.",
+                r.call.ops + content.read.call.ops,
+                ledger=r.ledger,
+                lac=r.lac,
+                last_entry=content.last,
+            )
+
+
+FINDERS = {
+    "lost-append": lost_append,
+    "truncated-ledger": truncated_ledger,
+    "divergence": divergence,
+    "dirty-read": dirty_read,
+    "garbage-read": garbage_read,
+    "duplicate": duplicate,
+    "failed-append-visible": failed_append_visible,
+    "read-beyond-lac": read_beyond_lac,
+    "nonmonotonic-lac": nonmonotonic_lac,
+    "lac-beyond-end": lac_beyond_end,
+}
+
+
+def unchecked_ledgers(h: History) -> list[Any]:
+    """Ledgers with ok appends but no closed read: their appends cannot be judged."""
+    return [ledger for ledger in h.acked if ledger not in h.closed]
+
+
+def check_ledgers(h: History) -> dict[str, Any]:
+    """All per-ledger anomalies; valid is "unknown" if an acked ledger is unchecked."""
+    auth = authoritative(h)
+    result = collect({name: find(h, auth) for name, find in FINDERS.items()})
+    unchecked = unchecked_ledgers(h)
+    if result["valid"] and unchecked:
+        result["valid"] = UNKNOWN
+    result["unchecked_ledgers"] = unchecked
+    return result

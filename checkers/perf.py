@@ -1,0 +1,91 @@
+"""Latency and throughput per f, inside and outside nemesis fault windows.
+
+A fault window opens when a nemesis op that is not a healing op is invoked, and closes
+when a healing op (`stop-…` or one of `HEALING_OPS`) completes, or at the end of the
+history: the report shades these windows. Overlapping faults share one window, which
+closes at the first healing op after it opened.
+"""
+
+from __future__ import annotations
+
+import bisect
+from itertools import chain
+from operator import attrgetter
+from typing import Any
+
+from checkers.history import History
+
+_INV_TIME = attrgetter("inv.time")
+QUANTILES = (0.5, 0.95, 0.99, 1.0)
+HEALING_OPS = frozenset(
+    {
+        "heal",
+        "restart",
+        "resume",
+        "restore",
+        "rejoin",
+        "power-on",
+        "corrupt-restart",
+        "clock-reset",
+        "clock-strobe-stop",
+    }
+)
+"""Nemesis ops that end a fault (besides `stop-…`); the nemesis package's stop ops, named
+here because checkers import nothing of ours (a test keeps the two in step)."""
+
+
+def is_healing(f: str) -> bool:
+    return f in HEALING_OPS or f.startswith("stop-")
+
+
+def fault_windows(h: History) -> list[tuple[int, int]]:
+    """[(start_ns, end_ns)] during which at least one fault may be in effect."""
+    windows: list[tuple[int, int]] = []
+    start: int | None = None
+    for c in h.nemesis:
+        f = c.inv.f
+        if is_healing(f):
+            if start is not None:
+                windows.append((start, (c.done or c.inv).time))
+                start = None
+        elif start is None:
+            start = c.inv.time
+    if start is not None:
+        windows.append((start, h.end_time))
+    return windows
+
+
+def _summarize(latencies: list[int], seconds: float) -> dict[str, Any]:
+    latencies.sort()
+    n = len(latencies)
+    return {
+        "count": n,
+        "throughput_per_s": round(n / seconds, 3) if seconds > 0 else None,
+        "latency_ms": {str(q): latencies[min(n - 1, int(q * n))] / 1e6 for q in QUANTILES},
+    }
+
+
+def check_perf(h: History) -> dict[str, Any]:
+    """Latency quantiles (ms) and throughput of ok calls, per f, in and out of faults."""
+    windows = fault_windows(h)
+    starts = [w[0] for w in windows]
+    lat: dict[tuple[str, bool], list[int]] = {}
+    for c in h.calls:
+        done = c.done
+        if done is None or done.type != "ok":
+            continue
+        t = c.inv.time
+        i = bisect.bisect_right(starts, t) - 1
+        key = (c.inv.f, i >= 0 and t <= windows[i][1])
+        bucket = lat.get(key)
+        if bucket is None:
+            bucket = lat[key] = []
+        bucket.append(done.time - t)
+    start = min(map(_INV_TIME, chain(h.calls, h.nemesis)), default=0)
+    total = (h.end_time - start) / 1e9
+    faulty = sum(end - start for start, end in windows) / 1e9
+    by_f: dict[str, dict[str, Any]] = {}
+    for (f, inside), values in sorted(lat.items()):
+        seconds = faulty if inside else total - faulty
+        by_f.setdefault(f, {})["fault" if inside else "calm"] = _summarize(values, seconds)
+    return {"valid": True, "fault_windows_ns": windows, "by_f": by_f}

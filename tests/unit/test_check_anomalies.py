@@ -1,0 +1,286 @@
+"""Hand-built histories: one per anomaly and per ambiguous case, with the exact anomaly
+types and the ops each case cites (shared/spec/history.md §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checkers import check
+from checkers.graph import classify
+
+
+class H:
+    """A tiny history builder: each call returns the indices of the lines it wrote."""
+
+    def __init__(self) -> None:
+        self.ops: list[dict[str, Any]] = []
+
+    def line(self, kind: str, process: Any, f: str, value: Any) -> int:
+        i = len(self.ops)
+        op = {"index": i, "time": 1000 * (i + 1), "type": kind, "process": process, "f": f}
+        self.ops.append({**op, "value": value})
+        return i
+
+    def call(self, process: Any, f: str, value: Any, done: Any, kind: str = "ok") -> list[int]:
+        return [self.line("invoke", process, f, value), self.line(kind, process, f, done)]
+
+    def append(self, process: int, ledger: Any, payload: str, entry: int | None = None,
+               kind: str = "ok", **stream: Any) -> list[int]:  # fmt: skip
+        value = {"ledger": ledger, "payload": payload} if not stream else {
+            "stream": stream["stream"], "payload": payload}  # fmt: skip
+        done = {**value, "ledger": ledger, "entry": entry, **stream} if kind == "ok" else value
+        return self.call(process, "append", value, done, kind)
+
+    def read(self, process: int, ledger: Any, entries: list[tuple[int, str]],
+             lac: int | None = None, mode: str = "closed") -> list[int]:  # fmt: skip
+        value = {"ledger": ledger, "mode": mode}
+        lac = max((e for e, _ in entries), default=-1) if lac is None else lac
+        done = {**value, "lac": lac, "entries": [list(x) for x in entries]}
+        return self.call(process, "read", value, done)
+
+    def read_lac(self, process: int, ledger: Any, lac: int) -> list[int]:
+        return self.call(process, "read-lac", {"ledger": ledger}, {"ledger": ledger, "lac": lac})
+
+    def check(self) -> dict[str, Any]:
+        return check(self.ops)
+
+
+def two_acked(ledger: Any = 7) -> H:
+    """p0 and p1 acknowledged at entries 0 and 1 of the ledger (ops 0-3)."""
+    h = H()
+    h.append(0, ledger, "p0", 0)
+    h.append(0, ledger, "p1", 1)
+    return h
+
+
+def cases(result: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    return result["anomalies"][name]
+
+
+@pytest.mark.parametrize("ledger", [7, "0001-00000000000000ab"])
+def test_lost_append(ledger: Any) -> None:
+    h = two_acked(ledger)
+    read = h.read(1, ledger, [(0, "p0")], lac=1)
+    r = h.check()
+    assert r["valid"] is False
+    assert r["anomaly_types"] == ["G-single-realtime", "lost-append"]
+    (c,) = cases(r, "lost-append")
+    assert (c["ledger"], c["entry"], c["payload"], c["ops"]) == (ledger, 1, "p1", [2, 3, *read])
+
+
+def test_truncated_ledger() -> None:
+    h = two_acked()
+    read = h.read(1, 7, [(0, "p0")])
+    r = h.check()
+    assert r["anomaly_types"] == ["G-single-realtime", "lost-append", "truncated-ledger"]
+    (c,) = cases(r, "truncated-ledger")
+    assert (c["entry"], c["last_entry"], c["ops"]) == (1, 0, [2, 3, *read])
+
+
+def test_divergence_between_reads() -> None:
+    h = H()
+    h.append(0, 7, "pa", kind="info")
+    h.append(1, 7, "pb", kind="info")
+    tail = h.read(2, 7, [(0, "pa")], mode="tail")
+    closed = h.read(3, 7, [(0, "pb")])
+    r = h.check()
+    assert r["anomaly_types"] == ["divergence"]
+    (c,) = cases(r, "divergence")
+    assert (c["entry"], c["payloads"], c["ops"]) == (0, ["pb", "pa"], closed + tail)
+
+
+def test_divergence_of_last_entry_ids() -> None:
+    h = H()
+    h.append(0, 7, "pa", kind="info")
+    h.append(1, 7, "pb", kind="info")
+    first = h.read(2, 7, [(0, "pa")])
+    second = h.read(3, 7, [(0, "pa"), (1, "pb")])
+    r = h.check()
+    assert r["anomaly_types"] == ["dirty-read", "divergence"]
+    (c,) = cases(r, "divergence")
+    assert (c["last_entries"], c["ops"]) == ([0, 1], first + second)
+
+
+def test_dirty_read() -> None:
+    h = H()
+    h.append(0, 7, "pa", kind="info")
+    h.append(1, 7, "pb", kind="info")
+    h.read(2, 7, [(0, "pa")])
+    dirty = h.read(3, 7, [(0, "pa"), (1, "pb")], lac=0)
+    r = h.check()
+    assert r["anomaly_types"] == ["dirty-read"]
+    (c,) = cases(r, "dirty-read")
+    assert (c["entry"], c["payload"], c["ops"]) == (1, "pb", [*dirty, 4, 5])
+
+
+def test_garbage_read() -> None:
+    h = H()
+    read = h.read(0, 7, [(0, "zzz")])
+    r = h.check()
+    assert r["anomaly_types"] == ["garbage-read"]
+    assert cases(r, "garbage-read")[0]["ops"] == read
+
+
+def test_duplicate_in_one_ledger_is_also_a_ww_cycle() -> None:
+    h = H()
+    h.append(0, 7, "pa", kind="info")
+    h.append(1, 7, "pb", kind="info")
+    read = h.read(2, 7, [(0, "pa"), (1, "pb"), (2, "pa")])
+    r = h.check()
+    assert r["anomaly_types"] == ["G0", "duplicate"]
+    (c,) = cases(r, "duplicate")
+    assert (c["ledger"], c["entry"], c["first"], c["ops"]) == (7, 2, [7, 0], read)
+    (g0,) = cases(r, "G0")
+    assert [e["kind"] for e in g0["cycle"]] == ["ww", "ww"]
+    assert g0["explanation"].endswith("a contradiction!")
+
+
+def test_duplicate_across_ledgers() -> None:
+    h = H()
+    h.append(0, 7, "pa", kind="info")
+    h.read(1, 7, [(0, "pa")])
+    h.read(1, 8, [(0, "pa")])
+    assert h.check()["anomaly_types"] == ["duplicate"]
+
+
+def test_failed_append_visible() -> None:
+    h = H()
+    failed = h.append(0, 7, "pf", kind="fail")
+    read = h.read(1, 7, [(0, "pf")])
+    r = h.check()
+    assert r["anomaly_types"] == ["failed-append-visible"]
+    assert cases(r, "failed-append-visible")[0]["ops"] == failed + read
+
+
+def test_read_beyond_lac() -> None:
+    h = two_acked()
+    tail = h.read(1, 7, [(0, "p0"), (1, "p1")], lac=0, mode="tail")
+    h.read(2, 7, [(0, "p0"), (1, "p1")])
+    r = h.check()
+    assert r["anomaly_types"] == ["read-beyond-lac"]
+    (c,) = cases(r, "read-beyond-lac")
+    assert (c["entry"], c["lac"], c["ops"]) == (1, 0, tail)
+
+
+def test_nonmonotonic_lac() -> None:
+    h = two_acked()
+    high = h.read_lac(1, 7, 1)
+    low = h.read(1, 7, [(0, "p0")], mode="tail")
+    h.read_lac(2, 7, 0)  # another process may lag: not an anomaly
+    h.read(3, 7, [(0, "p0"), (1, "p1")])
+    r = h.check()
+    assert r["anomaly_types"] == ["nonmonotonic-lac"]
+    (c,) = cases(r, "nonmonotonic-lac")
+    assert (c["lacs"], c["ops"]) == ([1, 0], high + low)
+
+
+def test_lac_beyond_end() -> None:
+    h = two_acked()
+    beyond = h.read_lac(1, 7, 2)
+    closed = h.read(2, 7, [(0, "p0"), (1, "p1")])
+    r = h.check()
+    assert r["anomaly_types"] == ["lac-beyond-end"]
+    assert cases(r, "lac-beyond-end")[0]["ops"] == beyond + closed
+
+
+def test_realtime_order_in_a_stream() -> None:
+    h = H()
+    h.call(0, "create", {"stream": "s"}, {"stream": "s", "ledger": 7, "seq": 1})
+    h.call(0, "create", {"stream": "s"}, {"stream": "s", "ledger": 8, "seq": 2})
+    a = h.append(0, 8, "pa", 0, stream="s", seq=2)
+    b = h.append(1, 7, "pb", 0, stream="s", seq=1)
+    h.read(2, 7, [(0, "pb")])
+    h.read(2, 8, [(0, "pa")])
+    r = h.check()
+    assert r["anomaly_types"] == ["G0-realtime", "realtime-order"]
+    (c,) = cases(r, "realtime-order")
+    assert (c["stream"], c["ledger"], c["payload"], c["ops"]) == ("s", 7, "pb", a + b)
+
+
+def test_wr_from_the_future_is_g1c_realtime() -> None:
+    h = H()
+    h.read(0, 7, [(0, "pb")], mode="tail")
+    h.append(1, 7, "pb", 0)
+    h.read(2, 7, [(0, "pb")])
+    r = h.check()
+    assert r["anomaly_types"] == ["G1c-realtime"]
+    assert [e["kind"] for e in r["anomalies"]["G1c-realtime"][0]["cycle"]] == [
+        "realtime",
+        "wr",
+    ]
+
+
+def test_lost_append_seen_by_its_own_process_is_g_single_process() -> None:
+    h = two_acked()
+    h.read(0, 7, [(0, "p0")], lac=1)
+    assert "G-single-process" in h.check()["anomaly_types"]
+
+
+@pytest.mark.parametrize(
+    ("kinds", "name"),
+    [
+        (["ww", "ww"], "G0"),
+        (["ww", "wr"], "G1c"),
+        (["wr", "rw"], "G-single"),
+        (["rw", "wr", "rw", "wr"], "G2"),
+        (["ww", "realtime"], "G0-realtime"),
+        (["wr", "process"], "G1c-process"),
+        (["rw", "process", "realtime"], "G-single-realtime"),
+        (["rw", "rw", "process"], "G2-process"),
+    ],
+)
+def test_classify(kinds: list[str], name: str) -> None:
+    assert classify(kinds) == name
+
+
+# -- ambiguous cases: never an anomaly
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_info_append_may_or_may_not_appear(present: bool) -> None:
+    h = H()
+    h.append(0, 7, "p0", 0)
+    h.append(0, 7, "pi", kind="info")
+    h.read(1, 7, [(0, "p0"), (1, "pi")] if present else [(0, "p0")])
+    assert h.check()["valid"] is True
+
+
+def test_never_completed_invoke_counts_as_info_and_may_appear() -> None:
+    h = H()
+    h.append(0, 7, "p0", 0)
+    h.line("invoke", 1, "append", {"ledger": 7, "payload": "pn"})
+    h.read(2, 7, [(0, "p0"), (1, "pn")])
+    r = h.check()
+    assert r["valid"] is True
+    assert (r["stats"]["invoke"], r["stats"]["info"]) == (3, 1)
+
+
+def test_failed_append_absent_and_tail_read_lagging_are_valid() -> None:
+    h = two_acked()
+    h.append(0, 7, "pf", kind="fail")
+    h.read(1, 7, [(0, "p0")], lac=0, mode="tail")
+    h.read_lac(1, 7, 1)
+    h.read(1, 7, [(0, "p0"), (1, "p1")])
+    assert h.check()["valid"] is True
+
+
+def test_unchecked_ledger_with_acked_appends_is_unknown() -> None:
+    h = two_acked()
+    h.append(0, 9, "q", kind="info")  # unchecked but nothing acked: no doubt about it
+    r = h.check()
+    assert r["valid"] == "unknown"
+    assert r["anomaly_types"] == []
+    assert r["stats"]["unchecked_ledgers"] == [7]
+
+
+def test_unknown_f_and_nemesis_ops_are_counted_not_judged() -> None:
+    h = two_acked()
+    h.call("nemesis", "kill", {"node": "b1"}, {"node": "b1", "proof": {"pid": 0}}, "info")
+    h.call(3, "noop", None, None)
+    h.read(1, 7, [(0, "p0"), (1, "p1")])
+    r = h.check()
+    assert r["valid"] is True
+    assert r["checkers"]["stats"]["unknown_f"] == ["noop"]
+    assert r["stats"]["ops"] == 10
