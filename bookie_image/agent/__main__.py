@@ -1,0 +1,49 @@
+"""`python -m bookie_image.agent --zk HOST:PORT --port N`: run a client agent."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+
+from bookie_image.agent.executor import Executor, LedgerOptions
+from bookie_image.agent.server import serve
+from bookie_image.client import BookKeeper
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bookie_image.agent", description=__doc__)
+    parser.add_argument("--zk", required=True, help="ZooKeeper connect string")
+    parser.add_argument("--ledgers-root", default="/ledgers")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--ensemble", type=int, default=3)
+    parser.add_argument("--write-quorum", type=int, default=2)
+    parser.add_argument("--ack-quorum", type=int, default=2)
+    parser.add_argument("--digest", default="crc32c")
+    return parser.parse_args(argv)
+
+
+async def _run(args: argparse.Namespace) -> None:
+    options = LedgerOptions(args.ensemble, args.write_quorum, args.ack_quorum, args.digest)
+    async with BookKeeper(zk=args.zk, ledgers_root=args.ledgers_root) as bk:
+        server = await serve(Executor(bk, options), args.host, args.port)
+        print(json.dumps({"event": "ready", "host": args.host, "port": args.port}), flush=True)
+        async with server:
+            await server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    if not 1 <= args.ack_quorum <= args.write_quorum <= args.ensemble:
+        print("error: need 1 <= --ack-quorum <= --write-quorum <= --ensemble", file=sys.stderr)
+        return 254
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""Executes workload operations through the ledger client and classifies each outcome.
+
+The classification is the contract of shared/spec/history.md §1 and the reason this module
+exists: `ok` — it happened and the value says what was observed; `fail` — it definitely did
+not happen and never will; `info` — unknown. Reporting `fail` for something that may still
+happen makes the checker cry wolf (`failed-append-visible`); reporting `ok` for something
+that did not happen hides lost entries. So:
+
+- a client error says itself whether the operation may have happened
+  (`BKError.may_have_happened`); anything else unexpected is `info`;
+- a timeout is `info` for operations that change state (append, create, close, recover)
+  and `fail` for pure reads, which change nothing whatever happens;
+- an append to a ledger this agent holds no write handle for is `fail`: no byte was sent.
+
+Write handles are keyed by ledger, or by (ledger, term) for unbounded ledgers: a takeover
+on this agent must not hand its new handle to the previous writer, whose appends must
+keep going through its own, fenced, handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bookie_image.client.errors import BKError
+
+if TYPE_CHECKING:
+    from bookie_image.client import BookKeeper
+
+Outcome = tuple[str, dict[str, Any] | None, str | None]
+"""(type, value, error): type is "ok", "fail" or "info"."""
+
+READ_ONLY_OPS = frozenset({"read", "read-lac"})
+
+
+@dataclass
+class LedgerOptions:
+    """How the agent creates ledgers (per workload; overridable per create op)."""
+
+    ensemble: int = 3
+    write_quorum: int = 2
+    ack_quorum: int = 2
+    digest: str = "crc32c"
+    password: str = "bkchaos"
+    id_bits: int = 64
+    mode: str = "bounded"
+
+    def merged(self, value: dict[str, Any]) -> LedgerOptions:
+        keys = ("ensemble", "write_quorum", "ack_quorum", "digest", "id_bits", "mode")
+        return LedgerOptions(**{**self.__dict__, **{k: value[k] for k in keys if k in value}})
+
+
+@dataclass
+class Executor:
+    """One agent's client, its open write handles and the op table."""
+
+    bk: BookKeeper
+    options: LedgerOptions = field(default_factory=LedgerOptions)
+    writers: dict[Any, Any] = field(default_factory=dict)
+    readers: dict[Any, asyncio.Task] = field(default_factory=dict)
+    reader_locks: dict[Any, asyncio.Lock] = field(default_factory=dict)
+
+    @property
+    def password(self) -> bytes:
+        return self.options.password.encode()
+
+    async def run(self, f: str, value: dict[str, Any], timeout: float) -> Outcome:
+        """Run op `f` with `value`, bounded by `timeout` seconds, and classify the outcome."""
+        handler = self._ops().get(f)
+        if handler is None:
+            return "fail", None, f"unknown op {f!r}"
+        try:
+            result = await asyncio.wait_for(handler(value), timeout)
+        except TimeoutError:
+            return ("fail" if f in READ_ONLY_OPS else "info"), None, "ETIMEOUT"
+        except BKError as exc:
+            definitely_not = not exc.may_have_happened or f in READ_ONLY_OPS
+            return ("fail" if definitely_not else "info"), None, exc.code
+        except Exception as exc:  # an unexpected failure mid-flight: anything may have happened
+            return ("fail" if f in READ_ONLY_OPS else "info"), None, type(exc).__name__
+        return "ok", {**value, **result}, None
+
+    def _ops(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]]:
+        return {
+            "create": self.create,
+            "append": self.append,
+            "read": self.read,
+            "read-lac": self.read_lac,
+            "close": self.close,
+            "recover": self.recover,
+            "take-over": self.take_over,
+        }
+
+    async def create(self, value: dict[str, Any]) -> dict[str, Any]:
+        opts = self.options.merged(value)
+        lh = await self.bk.create_ledger(
+            ensemble=opts.ensemble,
+            write_quorum=opts.write_quorum,
+            ack_quorum=opts.ack_quorum,
+            password=self.password,
+            digest=opts.digest,
+            id_bits=opts.id_bits,
+            mode=opts.mode,
+        )
+        result = {
+            "ledger": lh.id,
+            "ensemble": opts.ensemble,
+            "wq": opts.write_quorum,
+            "aq": opts.ack_quorum,
+        }
+        if opts.mode == "unbounded":
+            result["term"] = lh.metadata.term
+        self.writers[_writer_key(result)] = lh
+        return result
+
+    async def append(self, value: dict[str, Any]) -> dict[str, Any]:
+        _, payload = _require(value, ledger=(int, str), payload=str)
+        entry = await self._writer(value).append(payload.encode())
+        return {"entry": entry}
+
+    def _writer(self, value: dict[str, Any], *, pop: bool = False) -> Any:
+        """The write handle the op names (by ledger, and term if given), or ENOHANDLE."""
+        key = _writer_key(value)
+        lh = self.writers.pop(key, None) if pop else self.writers.get(key)
+        if lh is None:
+            raise _NotOurs(f"this agent holds no write handle for ledger {key}")
+        return lh
+
+    async def take_over(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Become the writer of an unbounded ledger in a new term (fencing the previous)."""
+        (ledger,) = _require(value, ledger=(int, str))
+        lh = await self.bk.take_over_ledger(ledger, password=self.password)
+        result = {"last_entry": lh.last_add_confirmed, "term": lh.metadata.term}
+        self.writers[_writer_key({"ledger": ledger, **result})] = lh
+        return result
+
+    async def read(self, value: dict[str, Any]) -> dict[str, Any]:
+        ledger, mode = _require(value, ledger=(int, str), mode=str)
+        if mode not in ("tail", "closed"):
+            raise _BadValue(f"read mode must be 'tail' or 'closed', not {mode!r}")
+        first = _optional(value, "from", 0)
+        if mode == "closed":
+            rh = await self.bk.open_ledger(ledger, password=self.password, recovery=True)
+            lac = rh.last_add_confirmed
+        else:
+            rh, lac = await self._tail_lac(ledger, value)
+        entries = []
+        if lac >= first:
+            entries = [[e, data.decode()] async for e, data in rh.read(first, lac)]
+        return {"lac": lac, "entries": entries}
+
+    async def read_lac(self, value: dict[str, Any]) -> dict[str, Any]:
+        (ledger,) = _require(value, ledger=(int, str))
+        _, lac = await self._tail_lac(ledger, value)
+        return {"lac": lac}
+
+    async def _tail_lac(self, ledger: Any, value: dict[str, Any]) -> tuple[Any, int]:
+        """The LAC through the ledger's kept tail handle; with `wait_ms`, a long poll.
+
+        One read_lac at a time per handle: the handle sets its LAC to what its own call
+        learned, so two overlapping calls could leave the lower one behind."""
+        wait_ms = _optional(value, "wait_ms", 0) or None
+        rh = await self._tail_reader(ledger)
+        async with self.reader_locks.setdefault(ledger, asyncio.Lock()):
+            return rh, await rh.read_lac(wait_ms=wait_ms)
+
+    async def _tail_reader(self, ledger: Any) -> Any:
+        """One non-recovering read handle per ledger, kept open like a tailing reader's.
+
+        A handle's LAC never goes down, but two fresh handles may each reach quorum
+        coverage through different bookies and learn different LACs; reusing the handle is
+        what makes one reader's view of the LAC monotonic. Opening is shared as a task so
+        two workers asking at once get the same handle."""
+        task = self.readers.get(ledger)
+        if task is None:
+            opening = self.bk.open_ledger(ledger, password=self.password, recovery=False)
+            task = self.readers[ledger] = asyncio.ensure_future(opening)
+        try:
+            return await asyncio.shield(task)
+        except Exception:
+            if self.readers.get(ledger) is task:
+                del self.readers[ledger]
+            raise
+
+    async def close(self, value: dict[str, Any]) -> dict[str, Any]:
+        _require(value, ledger=(int, str))
+        lh = self._writer(value, pop=True)
+        await lh.close()
+        return {"last_entry": lh.metadata.last_entry_id}
+
+    async def recover(self, value: dict[str, Any]) -> dict[str, Any]:
+        (ledger,) = _require(value, ledger=(int, str))
+        rh = await self.bk.open_ledger(ledger, password=self.password, recovery=True)
+        return {"last_entry": rh.last_add_confirmed}
+
+
+class _Refused(BKError):
+    """Refused by the agent before any byte was sent, so it definitely did not happen."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, may_have_happened=False)
+
+
+class _NotOurs(_Refused):
+    """The op names a ledger this agent never opened for writing."""
+
+    default_code = "ENOHANDLE"
+
+
+class _BadValue(_Refused):
+    """The op's value is malformed (a controller bug, reported rather than guessed at)."""
+
+    default_code = "EBADVALUE"
+
+
+def _writer_key(value: dict[str, Any]) -> Any:
+    """A write handle's key: the ledger, or (ledger, term) for an unbounded ledger's."""
+    return value["ledger"] if value.get("term") is None else (value["ledger"], value["term"])
+
+
+def _optional(value: dict[str, Any], name: str, default: int) -> int:
+    """An optional non-negative int field of an op value."""
+    got = value.get(name, default)
+    if type(got) is not int or got < 0:
+        raise _BadValue(f"op value field {name!r} must be an int >= 0, got {got!r}")
+    return got
+
+
+def _require(value: dict[str, Any], **types: type | tuple[type, ...]) -> list[Any]:
+    """The named fields of an op value, checked before anything is sent."""
+    fields = []
+    for name, expected in types.items():
+        if not isinstance(value.get(name), expected):
+            raise _BadValue(f"op value needs {name!r} of type {expected}, got {value.get(name)!r}")
+        fields.append(value[name])
+    return fields

@@ -1,0 +1,37 @@
+"""Runtimes (DESIGN §5): `make_cluster` builds the cluster a test spec asks for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bookie_image import bugs
+
+if TYPE_CHECKING:
+    from harness.runtime.docker import DockerCluster
+    from harness.runtime.local import LocalCluster
+    from harness.testspec import TestSpec
+
+
+def make_cluster(spec: TestSpec, nodes_dir: Path) -> LocalCluster | DockerCluster:
+    """The spec's cluster (not started), keeping its state and node logs in `nodes_dir`.
+
+    Seeded bugs reach every bookie and agent through BKCHAOS_BUGS. Docker's image is the
+    tree's own, built or reused (cached by content) as the cluster comes up.
+    """
+    env = {bugs.ENV_VAR: ",".join(spec.bugs)} if spec.bugs else {}
+    if spec.runtime == "docker":
+        from harness.runtime.docker import DockerCluster  # the docker SDK only when needed
+
+        return DockerCluster(
+            nodes_dir, bookie_count=spec.bookies, client_count=spec.clients, extra_env=env
+        )
+    from harness.runtime.local import LocalCluster
+
+    return LocalCluster(
+        nodes_dir,
+        bookie_count=spec.bookies,
+        client_count=spec.clients,
+        extra_env=env,
+        faketime=any(kind.startswith("clock") for kind in spec.nemesis),
+    )

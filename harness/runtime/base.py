@@ -1,0 +1,62 @@
+"""What every runtime's cluster offers, so nemeses and the CLI need not know which one runs.
+
+Exactly the lifecycle LocalCluster (harness.runtime.local) and DockerCluster
+(harness.runtime.docker) share; node names are "zk1", "b1"…; `status()` returns the
+endpoints JSON that `bkchaos cluster status --json` prints.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Protocol
+
+STATE_FILE = "cluster.json"
+"""Where a cluster describes itself, so a later `bkchaos cluster …` process can find it."""
+
+
+def save_state(state_dir: Path, state: dict[str, Any]) -> None:
+    """Write `cluster.json` atomically: a reader never sees half a file."""
+    tmp = state_dir / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(state_dir / STATE_FILE)
+
+
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+"""Debian's libfaketime (packages faketime + libfaketime), on the host and in the image."""
+
+
+def faketime_env(offset_file: str) -> dict[str, str]:
+    """The environment that makes a process take its wall-clock offset from `offset_file`.
+
+    The file is re-read on every clock call (FAKETIME_NO_CACHE), so the clock nemesis moves
+    a running process's clock by rewriting it. CLOCK_MONOTONIC is left alone, as real skew
+    leaves it: faking it too would stall every asyncio timer by the size of a backward
+    jump. The price (Debian's libfaketime 0.9.10): absolute monotonic sleeps fail with
+    EINVAL, so a preloaded Python process must not call `time.sleep` — true of the bookie
+    on its normal paths, not of kazoo's reconnect back-off nor of the image's supervisor.
+    """
+    return {
+        "LD_PRELOAD": LIBFAKETIME,
+        "FAKETIME_TIMESTAMP_FILE": offset_file,
+        "FAKETIME_NO_CACHE": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+
+
+class Cluster(Protocol):
+    def up(self) -> Cluster: ...
+
+    def start(self, name: str, wait: bool = True) -> Any: ...
+
+    def stop(self, name: str) -> None: ...
+
+    def kill(self, name: str) -> int: ...
+
+    def pause(self, name: str) -> None: ...
+
+    def resume(self, name: str) -> None: ...
+
+    def status(self) -> dict: ...
+
+    def down(self) -> None: ...

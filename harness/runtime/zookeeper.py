@@ -1,0 +1,148 @@
+"""ZooKeeper (Debian's `zookeeper` package) as a local process on a loopback port.
+
+BookKeeper keeps its metadata in ZooKeeper, and so do we: no in-memory stand-in is used by
+anything a user runs. This module finds Java and the ZooKeeper jar, writes a standalone
+`zoo.cfg` into the node's own data dir, starts `ZooKeeperServerMain` detached (so a
+`bkchaos cluster up` can return while it keeps running) and waits for `ruok` → `imok`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import UserError
+from harness.runtime.process import free_port, stop_pid, tail
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
+SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+START_TIMEOUT_S = 60.0
+
+
+def find_java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise UserError(
+            "Java was not found on PATH; ZooKeeper needs Java 17. "
+            "Install it with: apt-get install -y openjdk-17-jre-headless"
+        )
+    return java
+
+
+def find_zookeeper_jar() -> Path:
+    if not ZOOKEEPER_JAR.is_file():
+        raise UserError(
+            f"ZooKeeper was not found ({ZOOKEEPER_JAR} is missing). Install Debian's "
+            "package with: apt-get install -y zookeeper   (or run `make setup`)"
+        )
+    return ZOOKEEPER_JAR
+
+
+def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 1.0) -> str:
+    """Send a ZooKeeper four-letter command; returns the reply or "" if unreachable."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(word.encode())
+            chunks = []
+            while chunk := sock.recv(4096):
+                chunks.append(chunk)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def is_serving(host: str, port: int) -> bool:
+    """True once ZooKeeper accepts sessions: `ruok` says imok earlier than that, `srvr`
+    reports "not currently serving requests" until the server is really up."""
+    return "Mode:" in four_letter_word(host, port, "srvr")
+
+
+def zoo_cfg(data_dir: Path | str, port: int, host: str) -> str:
+    """A standalone server's zoo.cfg (short ticks so sessions of killed nodes expire fast)."""
+    return (
+        "tickTime=500\n"
+        "initLimit=10\nsyncLimit=5\n"
+        f"dataDir={data_dir}\n"
+        f"clientPort={port}\n"
+        f"clientPortAddress={host}\n"
+        "maxClientCnxns=0\n"
+        "admin.enableServer=false\n"
+        "4lw.commands.whitelist=ruok,srvr,mntr\n"
+    )
+
+
+def server_command(java: str, jar: Path | str, config: Path | str) -> list[str]:
+    """The ZooKeeper server command line, shared by the local and docker runtimes."""
+    classpath = f"{ZOOKEEPER_CONF_DIR}:{jar}"
+    return [java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath, SERVER_MAIN, str(config)]
+
+
+@dataclass
+class LocalZooKeeper:
+    """One standalone ZooKeeper server whose files all live under `data_dir`."""
+
+    data_dir: Path
+    port: int = 0
+    host: str = "127.0.0.1"
+    pid: int | None = None
+
+    @property
+    def connect_string(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "zookeeper.log"
+
+    def start(self) -> LocalZooKeeper:
+        java = find_java()
+        jar = find_zookeeper_jar()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = free_port(self.host)
+        config = self.data_dir / "zoo.cfg"
+        config.write_text(zoo_cfg(self.data_dir / "data", self.port, self.host))
+        with self.log_path.open("ab") as log:
+            proc = subprocess.Popen(
+                server_command(java, jar, config),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.pid = proc.pid
+        self._wait_ready(proc)
+        return self
+
+    def _wait_ready(self, proc: subprocess.Popen) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise UserError(
+                    f"ZooKeeper exited with code {proc.returncode} while starting; "
+                    f"last lines of {self.log_path}:\n{self.log_tail()}"
+                )
+            if self.is_serving():
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise UserError(
+            f"ZooKeeper did not answer ruok on {self.connect_string} within "
+            f"{START_TIMEOUT_S:.0f}s; last lines of {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def log_tail(self) -> str:
+        return tail(self.log_path)
+
+    def is_serving(self) -> bool:
+        return is_serving(self.host, self.port)
+
+    def stop(self) -> None:
+        if self.pid is not None:
+            stop_pid(self.pid)
+            self.pid = None

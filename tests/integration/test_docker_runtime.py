@@ -1,0 +1,271 @@
+"""The image and the docker runtime, for real: build from scratch, containers, supervisor.
+
+The image is built once per session (a fresh machine pays debootstrap once; later runs
+reuse the cache); every cluster is removed by label at the end, and the last tests prove
+that nothing labelled with a run survives `down`, SIGTERM, or SIGKILL followed by `gc`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from bookie_image.image.build import (
+    ImageBuildError,
+    _deb822_stanzas,
+    build_image,
+    host_mirror,
+    project_root,
+    source_files,
+)
+from harness.errors import UserError
+from harness.runtime.docker import RUN_LABEL, DockerCluster, docker_client
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+
+BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
+
+
+@pytest.fixture(scope="session")
+def client() -> docker.DockerClient:
+    try:
+        return docker_client(timeout=900)
+    except UserError as exc:
+        pytest.skip(f"no Docker engine: {exc}")
+
+
+@pytest.fixture(scope="session")
+def source_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the source tree, so that edits made meanwhile in a shared working tree
+    neither change the image under test nor force rebuilds."""
+    root, snapshot = project_root(), tmp_path_factory.mktemp("src")
+    for rel in source_files(root):
+        (snapshot / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, snapshot / rel)
+    return snapshot
+
+
+@pytest.fixture(scope="session")
+def image(client: docker.DockerClient, source_snapshot: Path) -> str:
+    """The project image of the tree (built from scratch on a fresh machine)."""
+    return build_image(client, root=source_snapshot).tag
+
+
+@pytest.fixture(scope="module")
+def cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
+    with DockerCluster(
+        tmp_path_factory.mktemp("docker"), bookie_count=3, image=image
+    ).running() as c:
+        yield c
+
+
+def labelled(client: docker.DockerClient, run_id: str) -> dict[str, list]:
+    label = {"label": f"{RUN_LABEL}={run_id}"}
+    return {
+        "containers": client.containers.list(all=True, filters=label),
+        "networks": client.networks.list(filters=label),
+        "volumes": client.volumes.list(filters=label),
+    }
+
+
+def container_ip(cluster: DockerCluster, name: str) -> tuple[str, str]:
+    container = cluster.client.containers.get(f"{cluster.network_name}-{name}")
+    networks = container.attrs["NetworkSettings"]["Networks"]
+    return container.id, networks[cluster.network_name]["IPAddress"]
+
+
+# ---- the image ---------------------------------------------------------------------------
+
+
+def test_mirror_is_read_from_deb822_and_one_line_sources(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "# comment\nTypes: deb\nURIs: http://mirror.example/debian-security\n"
+        "Suites: bookworm-security\nComponents: main\n\n"
+        "Types: deb deb-src\nURIs: http://mirror.example/debian/\n"
+        "Suites: bookworm bookworm-updates\nComponents: main\n"
+    )
+    assert host_mirror("bookworm", tmp_path) == "http://mirror.example/debian"
+    (tmp_path / "sources.list.d" / "debian.sources").unlink()
+    (tmp_path / "sources.list").write_text(
+        "deb [signed-by=/k.gpg] http://one.example/debian bookworm main # note\n"
+    )
+    assert host_mirror("bookworm", tmp_path) == "http://one.example/debian"
+    with pytest.raises(ImageBuildError, match="no Debian trixie mirror"):
+        host_mirror("trixie", tmp_path)
+    assert list(_deb822_stanzas("A: 1\n b\n\n")) == [{"a": "1 b"}]
+    (tmp_path / "sources.list.d").rmdir()  # a host with only the classic file
+    assert host_mirror("bookworm", tmp_path) == "http://one.example/debian"
+
+
+def test_cached_build_reuses_everything(
+    client: docker.DockerClient, image: str, source_snapshot: Path
+) -> None:
+    began = time.monotonic()
+    again = build_image(client, root=source_snapshot)
+    assert again.tag == image
+    assert set(again.cached) == set(again.seconds), again
+    assert time.monotonic() - began < 10
+
+
+def test_image_has_every_role_tool(client: docker.DockerClient, image: str) -> None:
+    script = (
+        "java -version 2>&1 | head -1; python --version; ls /usr/share/java/zookeeper.jar; "
+        "ls /usr/lib/*/faketime/libfaketime.so.1; "
+        "for t in iptables tc sshd ps; do command -v $t; done; "
+        "python -c 'import bookie_image.bookie, kazoo' && echo imports-ok"
+    )
+    output = client.containers.run(
+        image, ["-c", script], entrypoint="sh", remove=True, labels={RUN_LABEL: "image-test"}
+    ).decode()
+    assert 'version "17' in output and "Python 3.11" in output, output
+    for tool in ("zookeeper.jar", "libfaketime.so.1", "iptables", "tc", "sshd", "ps"):
+        assert f"/{tool}\n" in output, output
+    assert "imports-ok" in output, output
+
+
+# ---- the cluster -------------------------------------------------------------------------
+
+
+def test_cluster_up_serves_zookeeper_and_registers_bookies(cluster: DockerCluster) -> None:
+    state = cluster.status()
+    assert state["runtime"] == "docker" and state["zk_serving"]
+    assert [b["name"] for b in state["bookies"]] == ["b1", "b2", "b3"]
+    assert all(b["alive"] and b["registered"] for b in state["bookies"]), state
+    prefix = state["subnet"].rsplit(".", 1)[0]
+    assert [b["ip"] for b in state["bookies"]] == [f"{prefix}.{i}" for i in (11, 12, 13)]
+    assert state["zk"] == f"{prefix}.2:2181"
+    assert state["zk_published"].startswith("127.0.0.1:")  # never on other interfaces
+    for node in ("zk1", "b1", "b2", "b3"):
+        assert container_ip(cluster, node)[1] == cluster.node(node).ip
+    found = labelled(cluster.client, cluster.run_id)
+    assert (len(found["containers"]), len(found["networks"]), len(found["volumes"])) == (4, 1, 4)
+
+
+def test_containers_have_net_admin(cluster: DockerCluster) -> None:
+    container = cluster.client.containers.get(f"{cluster.network_name}-b1")
+    result = container.exec_run(["iptables", "-L", "INPUT", "-n"])
+    assert result.exit_code == 0, result.output
+
+
+def test_kill_and_restart_keep_the_container_its_ip_and_data(cluster: DockerCluster) -> None:
+    before = container_ip(cluster, "b2")
+    container = cluster.client.containers.get(before[0])
+    assert container.exec_run(["touch", "/var/lib/bkchaos/marker"]).exit_code == 0
+    pid = cluster.kill("b2")
+    assert container.exec_run(["kill", "-0", str(pid)]).exit_code != 0  # proven gone
+    b2 = next(b for b in cluster.status()["bookies"] if b["name"] == "b2")
+    assert (b2["alive"], b2["state"], b2["pid"]) == (False, "exited", None)
+    cluster.start("b2")  # waits for a registration by the new process's session
+    after = next(b for b in cluster.status()["bookies"] if b["name"] == "b2")
+    assert after["alive"] and after["registered"] and after["pid"] != pid
+    assert container_ip(cluster, "b2") == before
+    assert container.exec_run(["test", "-f", "/var/lib/bkchaos/marker"]).exit_code == 0
+    pid_file = container.exec_run(["cat", "/run/bkchaos/pid"]).output.decode()
+    assert pid_file == str(after["pid"])
+
+
+def test_pause_resume_and_graceful_stop(cluster: DockerCluster) -> None:
+    cluster.pause("b3")
+    assert cluster.status()["bookies"][2]["state"] == "paused"
+    cluster.resume("b3")
+    cluster.stop("b3")
+    assert cluster.status()["bookies"][2]["state"] == "stopped"
+    cluster.start("b3")
+    assert cluster.status()["bookies"][2]["registered"]
+
+
+def test_cli_up_json_and_down_leave_nothing(
+    client: docker.DockerClient, image: str, tmp_path: Path
+) -> None:
+    began = time.monotonic()
+    args = ["cluster", "up", "--runtime", "docker", "--bookies", "1", "--json", "--image", image]
+    args += ["--dir", tmp_path]
+    up = subprocess.run(
+        [*BKCHAOS, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert up.returncode == 0, up.stderr
+    print(f"cluster up (zk + 1 bookie) took {time.monotonic() - began:.1f}s")
+    state = json.loads(up.stdout)
+    try:
+        assert state["zk_serving"] and state["bookies"][0]["registered"]
+        assert state["bookies"][0]["ip"] and state["image"] == image
+    finally:
+        down = subprocess.run(
+            [*BKCHAOS, "cluster", "down", "--dir", str(tmp_path)], capture_output=True, timeout=120
+        )
+    assert down.returncode == 0, down.stderr
+    assert all(not v for v in labelled(client, state["run_id"]).values())
+    assert (tmp_path / "b1" / "bookie.log").is_file()  # collected before removal
+
+
+# ---- a controller that dies ----------------------------------------------------------------
+
+CONTROLLER = """
+import sys, time
+from pathlib import Path
+from harness.runtime.docker import DockerCluster
+cluster = DockerCluster(Path(sys.argv[1]), bookie_count=1, image=sys.argv[2])
+with cluster.running():
+    print(cluster.run_id, flush=True)
+    time.sleep(300)
+"""
+
+
+def start_controller(image: str, state_dir: Path) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONTROLLER, str(state_dir), image],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 120)
+    if not ready:
+        proc.kill()
+        pytest.fail("the controller did not bring its cluster up within 120s")
+    run_id = proc.stdout.readline().strip()
+    assert run_id, "the controller exited before its cluster was up"
+    return proc, run_id
+
+
+def test_sigterm_to_the_controller_tears_down(
+    client: docker.DockerClient, image: str, tmp_path: Path
+) -> None:
+    proc, run_id = start_controller(image, tmp_path)
+    assert labelled(client, run_id)["containers"]
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert all(not v for v in labelled(client, run_id).values())
+
+
+def test_sigkill_of_the_controller_then_gc_leaves_nothing(
+    client: docker.DockerClient, image: str, tmp_path: Path
+) -> None:
+    proc, run_id = start_controller(image, tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert labelled(client, run_id)["containers"]  # SIGKILL cannot clean up …
+    gc = subprocess.run([*BKCHAOS, "gc", "--run", run_id], capture_output=True, text=True)
+    assert gc.returncode == 0 and "removed 2 containers, 1 networks, 2 volumes" in gc.stdout
+    assert all(not v for v in labelled(client, run_id).values())  # … gc does
+
+
+def test_unreachable_engine_is_a_user_error() -> None:
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    result = subprocess.run([*BKCHAOS, "gc"], capture_output=True, text=True, env=env)
+    assert result.returncode == 254
+    assert "start it" in result.stderr and "--runtime local" in result.stderr

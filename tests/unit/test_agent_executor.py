@@ -1,0 +1,204 @@
+"""The agent's ok / fail / info classification (shared/spec/history.md §1).
+
+The ledger client is replaced by a minimal double here: what is under test is only the
+mapping from an operation's outcome to the history's completion type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bookie_image.agent.executor import Executor
+from bookie_image.client.errors import BKTimeoutError, LedgerFencedError
+
+
+class _Handle:
+    def __init__(self, ledger: int, outcome: object) -> None:
+        self.id = ledger
+        self.outcome = outcome
+
+    async def append(self, payload: bytes) -> int:
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        if self.outcome == "hang":
+            await asyncio.sleep(10)
+        return 0
+
+
+class _Client:
+    def __init__(self, outcome: object) -> None:
+        self.outcome = outcome
+
+    async def create_ledger(self, **_: object) -> _Handle:
+        return _Handle(7, self.outcome)
+
+    async def open_ledger(self, ledger: int, **_: object) -> _Handle:
+        raise BKTimeoutError("no answer", may_have_happened=True)
+
+
+async def _append_with(outcome: object) -> tuple:
+    executor = Executor(_Client(outcome))  # type: ignore[arg-type]
+    assert (await executor.run("create", {}, timeout=1))[0] == "ok"
+    return await executor.run("append", {"ledger": 7, "payload": "p0"}, timeout=0.05)
+
+
+async def test_acknowledged_append_is_ok_with_entry() -> None:
+    assert await _append_with(None) == ("ok", {"ledger": 7, "payload": "p0", "entry": 0}, None)
+
+
+async def test_fenced_append_definitely_did_not_happen() -> None:
+    error = LedgerFencedError("fenced", may_have_happened=False)
+    assert await _append_with(error) == ("fail", None, "EFENCED")
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    ["hang", BKTimeoutError("lost", may_have_happened=True), ConnectionResetError("mid-flight")],
+)
+async def test_unknown_append_outcome_is_info(outcome: object) -> None:
+    kind, value, error = await _append_with(outcome)
+    assert (kind, value) == ("info", None)
+    assert error
+
+
+async def test_append_to_a_ledger_without_handle_fails_before_sending() -> None:
+    executor = Executor(_Client(None))  # type: ignore[arg-type]
+    kind, _, error = await executor.run("append", {"ledger": 9, "payload": "p"}, timeout=1)
+    assert (kind, error) == ("fail", "ENOHANDLE")
+
+
+async def test_reads_change_nothing_so_their_timeouts_fail() -> None:
+    executor = Executor(_Client(None))  # type: ignore[arg-type]
+    kind, _, error = await executor.run("read", {"ledger": 7, "mode": "tail"}, timeout=1)
+    assert (kind, error) == ("fail", "ETIMEOUT")
+
+
+async def test_unknown_op_and_bad_value_fail() -> None:
+    executor = Executor(_Client(None))  # type: ignore[arg-type]
+    assert (await executor.run("frobnicate", {}, timeout=1))[0] == "fail"
+    assert await executor.run("append", {}, timeout=1) == ("fail", None, "EBADVALUE")
+
+
+async def test_tail_reads_reuse_one_handle_so_the_lac_never_goes_down() -> None:
+    class Reader:
+        lacs = iter([148, 147])  # a fresh handle could learn 147 after another saw 148
+
+        def __init__(self) -> None:
+            self.lac = -1
+
+        async def read_lac(self, wait_ms: int | None = None) -> int:
+            self.lac = max(self.lac, next(self.lacs))
+            return self.lac
+
+    class Client(_Client):
+        opened = 0
+
+        async def open_ledger(self, ledger: int, **_: object) -> Reader:
+            Client.opened += 1
+            return Reader()
+
+    executor = Executor(Client(None))  # type: ignore[arg-type]
+    first = await executor.run("read-lac", {"ledger": 7}, timeout=1)
+    second = await executor.run("read-lac", {"ledger": 7}, timeout=1)
+    assert [first[1]["lac"], second[1]["lac"]] == [148, 148]
+    assert Client.opened == 1
+
+
+class _TailReader:
+    """A read handle that behaves like the client's: each read_lac starts from the handle's
+    LAC, learns `lacs` in turn (after `delays`), and sets the handle's LAC to what it
+    learned — so overlapping calls could leave the lower value behind."""
+
+    def __init__(self, lacs: list[int], delays: list[float]) -> None:
+        self.lacs, self.delays = iter(lacs), iter(delays)
+        self.last_add_confirmed = -1
+        self.waits: list[int | None] = []
+
+    async def read_lac(self, wait_ms: int | None = None) -> int:
+        self.waits.append(wait_ms)
+        lac = max(self.last_add_confirmed, next(self.lacs))
+        await asyncio.sleep(next(self.delays))
+        self.last_add_confirmed = lac
+        return lac
+
+    async def read(self, first: int, last: int) -> AsyncIterator[tuple[int, bytes]]:
+        for e in range(first, last + 1):
+            yield e, f"p{e}".encode()
+
+
+def _tailing(reader: _TailReader) -> Executor:
+    class Client(_Client):
+        async def open_ledger(self, ledger: int, **_: object) -> _TailReader:
+            return reader
+
+    return Executor(Client(None))  # type: ignore[arg-type]
+
+
+async def test_overlapping_read_lacs_on_the_kept_handle_never_lower_it() -> None:
+    reader = _TailReader(lacs=[5, 9, 0], delays=[0.05, 0.0, 0.0])
+    executor = _tailing(reader)
+    slow, fast = await asyncio.gather(
+        executor.run("read-lac", {"ledger": 7}, timeout=1),
+        executor.run("read-lac", {"ledger": 7}, timeout=1),
+    )
+    later = await executor.run("read-lac", {"ledger": 7}, timeout=1)
+    assert later[1]["lac"] >= max(slow[1]["lac"], fast[1]["lac"]) == 9
+
+
+async def test_tail_read_from_a_position_long_polls_and_returns_only_new_entries() -> None:
+    reader = _TailReader(lacs=[4], delays=[0.0])
+    executor = _tailing(reader)
+    value = {"ledger": 7, "mode": "tail", "from": 3, "wait_ms": 200}
+    kind, result, _ = await executor.run("read", value, timeout=1)
+    assert (kind, result["lac"], result["entries"]) == ("ok", 4, [[3, "p3"], [4, "p4"]])
+    assert reader.waits == [200]
+
+
+@pytest.mark.parametrize("bad", [{"from": -1}, {"from": "3"}, {"wait_ms": 1.5}])
+async def test_bad_read_position_or_wait_fails_before_sending(bad: dict) -> None:
+    executor = _tailing(_TailReader([], []))
+    value = {"ledger": 7, "mode": "tail", **bad}
+    assert await executor.run("read", value, timeout=1) == ("fail", None, "EBADVALUE")
+
+
+class _TermHandle(_Handle):
+    """An unbounded ledger's write handle in one term; fenced once a later term starts."""
+
+    def __init__(self, term: int, terms: list[int]) -> None:
+        super().__init__(7, None)
+        self.term, self.terms = term, terms
+        self.metadata = type("M", (), {"term": term})()
+        self.last_add_confirmed = 3
+
+    async def append(self, payload: bytes) -> int:
+        if self.terms[-1] != self.term:
+            raise LedgerFencedError("newer term", may_have_happened=True, code="EINVALIDTERM")
+        return 4
+
+
+async def test_a_takeover_on_the_same_agent_does_not_hand_its_handle_to_the_old_writer() -> None:
+    terms = [1]
+
+    class Client(_Client):
+        async def create_ledger(self, **options: object) -> _TermHandle:
+            assert options["mode"] == "unbounded" and options["id_bits"] == 128
+            return _TermHandle(1, terms)
+
+        async def take_over_ledger(self, ledger: int, **_: object) -> _TermHandle:
+            terms.append(terms[-1] + 1)
+            return _TermHandle(terms[-1], terms)
+
+    executor = Executor(Client(None))  # type: ignore[arg-type]
+    kind, created, _ = await executor.run(
+        "create", {"mode": "unbounded", "id_bits": 128}, timeout=1
+    )
+    assert (kind, created["term"]) == ("ok", 1)
+    kind, taken, _ = await executor.run("take-over", {"ledger": 7}, timeout=1)
+    assert (kind, taken) == ("ok", {"ledger": 7, "last_entry": 3, "term": 2})
+    old = await executor.run("append", {"ledger": 7, "term": 1, "payload": "a"}, timeout=1)
+    new = await executor.run("append", {"ledger": 7, "term": 2, "payload": "b"}, timeout=1)
+    assert old == ("info", None, "EINVALIDTERM")
+    assert new[0] == "ok"

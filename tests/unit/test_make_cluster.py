@@ -1,0 +1,34 @@
+"""`make_cluster`: the spec picks the runtime, and seeded bugs reach every node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.errors import UserError
+from harness.runtime import make_cluster
+from harness.runtime.docker import DockerCluster
+from harness.runtime.local import LocalCluster
+from harness.testspec import TestSpec
+
+
+def test_docker_spec_builds_a_docker_cluster_with_agents_and_bugs(tmp_path: Path) -> None:
+    spec = TestSpec(runtime="docker", bookies=4, clients=3, bugs=("no-cookie",))
+    cluster = make_cluster(spec, tmp_path)
+    assert isinstance(cluster, DockerCluster)
+    assert (cluster.bookie_count, cluster.client_count) == (4, 3)
+    assert cluster.extra_env == {"BKCHAOS_BUGS": "no-cookie"}
+    assert cluster.image == ""  # the tree's own, built or reused as it comes up
+
+
+def test_local_spec_fakes_clocks_only_for_clock_faults(tmp_path: Path) -> None:
+    plain = make_cluster(TestSpec(nemesis=("kill",)), tmp_path)
+    clocked = make_cluster(TestSpec(nemesis=("clock",)), tmp_path)
+    assert isinstance(plain, LocalCluster) and isinstance(clocked, LocalCluster)
+    assert (plain.faketime, clocked.faketime, plain.extra_env) == (False, True, {})
+
+
+def test_docker_refuses_clock_faults_before_anything_starts() -> None:
+    with pytest.raises(UserError, match="not supported on the docker runtime"):
+        TestSpec(runtime="docker", nemesis=("clock",))
