@@ -1,0 +1,62 @@
+"""The combined nemesis schedule: several fault kinds at once, with overlaps.
+
+`CombinedCycle` is what a run with more than one `--nemesis` kind plays (one kind plays
+`FaultCycle`): every `interval` on average a fault of a kind drawn from the enabled ones
+starts on a node that carries no fault yet, holds for a drawn duration (0.5 to 1.5
+intervals) and stops; up to `max_overlap` faults are in force at once. Network faults
+(partition, packet) act on the whole cluster, so at most one of each kind is in force.
+Everything is drawn from the nemesis's seeded rng and timed by the run's clock, so a seed
+replays the schedule. Whatever is still in force when the time limit cuts the schedule
+short is undone by the controller's final heal, which runs in a `finally` (also when the
+run is interrupted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.generator import PENDING, Answer, Context, Generator
+from nemesis.schedule import START_STOP, _op, check_kinds_and_nodes
+
+CLUSTER_WIDE = ("partition", "packet")
+
+
+@dataclass
+class CombinedCycle(Generator):
+    kinds: tuple[str, ...]
+    nodes: tuple[str, ...]
+    interval: float
+    max_overlap: int = 2
+    active: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """node -> (kind, when it stops)."""
+    next_start: float | None = None
+
+    def __post_init__(self) -> None:
+        check_kinds_and_nodes(self.kinds, self.nodes)
+        if self.max_overlap < 1:
+            raise ValueError(f"max_overlap must be at least 1, got {self.max_overlap}")
+
+    def _hold(self, ctx: Context) -> float:
+        return ctx.rng.uniform(0.5, 1.5) * self.interval
+
+    def op(self, ctx: Context) -> Answer:
+        if not ctx.is_nemesis:
+            return PENDING
+        if self.next_start is None:
+            self.next_start = ctx.time + self._hold(ctx)
+        due = sorted((end, node) for node, (_, end) in self.active.items() if end <= ctx.time)
+        if due:
+            node = due[0][1]
+            kind, _ = self.active.pop(node)
+            return _op(START_STOP[kind][1], node)
+        if ctx.time < self.next_start:
+            return PENDING
+        self.next_start = ctx.time + self._hold(ctx)
+        free = [n for n in self.nodes if n not in self.active]
+        busy_kinds = {kind for kind, _ in self.active.values()}
+        kinds = [k for k in self.kinds if k not in CLUSTER_WIDE or k not in busy_kinds]
+        if len(self.active) >= self.max_overlap or not free or not kinds:
+            return PENDING
+        kind, node = ctx.rng.choice(kinds), ctx.rng.choice(free)
+        self.active[node] = (kind, ctx.time + self._hold(ctx))
+        return _op(START_STOP[kind][0], node)

@@ -1,0 +1,247 @@
+"""Network faults inside the nodes: partitions (iptables) and packet faults (tc netem).
+
+Both need a node per network namespace, so the docker runtime (the local runtime's
+processes share loopback and are refused at test validation). Rules go into a chain of
+our own, BKCHAOS, jumped to from INPUT, so healing flushes exactly the rules the nemesis
+added and nothing the image or docker put there; netem is the node's root qdisc, which a
+container does not otherwise have.
+
+Proofs are observations from the nodes themselves (`nemesis.nodeops.probe`): for a
+partition, a TCP connect from every node to every other node's service port, each
+`passed`, `refused` (the host answered; the process is down) or `dropped`, checked
+against the grudge — both a drop that should pass and a pass that should drop make the
+fault unproven; for netem, the qdisc as the kernel reports it and the connect time to the
+node from a peer before and after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any, Protocol
+
+from nemesis.base import FaultNotProven
+from nemesis.grudge import Grudge, grudge
+from nemesis.nodeops import NodeRuntime, on_node
+
+CHAIN = "BKCHAOS"
+PROBE_TIMEOUT_S = 1.0
+NETEM_DEFAULTS = {"delay_ms": 50, "jitter_ms": 10}
+NETEM_KEYS = ("delay_ms", "jitter_ms", "loss_pct", "duplicate_pct", "reorder_pct", "corrupt_pct")
+DELAY_SLACK_MS = 5.0
+NO_NETEM = (
+    "the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM / module sch_netem): packet "
+    "faults cannot be injected on this host; load sch_netem or use a kernel that has it"
+)
+
+
+class NetRuntime(NodeRuntime, Protocol):
+    nodes: list[Any]  # each with name, role ("zk" | "bookie" | "client"), ip, port
+
+
+async def _sh(runtime: NetRuntime, node: str, script: str) -> str:
+    code, out = await asyncio.to_thread(runtime.exec, node, ["sh", "-c", script])
+    if code != 0:
+        raise FaultNotProven(f"on {node}: `{script}` failed (exit {code}): {out.strip()}")
+    return out
+
+
+async def probe_all(runtime: NetRuntime, repeat: int = 1) -> dict[str, dict[str, Any]]:
+    """From every node, a TCP connect to every other node's service port:
+    {"a->b": {"result", "ms"}}."""
+    nodes = runtime.nodes
+
+    async def from_node(src: Any) -> dict[str, dict[str, Any]]:
+        targets = {n.name: [n.ip, n.port] for n in nodes if n.name != src.name}
+        seen = await on_node(
+            runtime, src.name, "probe", targets=targets, timeout=PROBE_TIMEOUT_S, repeat=repeat
+        )
+        return {f"{src.name}->{dst}": v for dst, v in seen.items()}
+
+    results: dict[str, dict[str, Any]] = {}
+    for part in await asyncio.gather(*(from_node(n) for n in nodes)):
+        results.update(part)
+    return results
+
+
+class PartitionNemesis:
+    """`start-partition` / `stop-partition`.
+
+    Op value: `grudge` — a name from nemesis.grudge.NAMES or an explicit
+    `{node: [nodes it drops]}` — and `nodes` (who `isolate` cuts off). With only `nodes`,
+    those nodes are isolated. The grudge applied is recorded in the completion.
+    """
+
+    fs = frozenset({"start-partition", "stop-partition"})
+
+    def __init__(self, runtime: NetRuntime, seed: int = 0) -> None:
+        self.runtime = runtime
+        self.rng = random.Random(seed)
+        self.touched: set[str] = set()
+
+    async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        value = dict(op.get("value") or {})
+        if op["f"] == "stop-partition":
+            return {**value, "proof": await self._heal()}
+        names = [n.name for n in self.runtime.nodes]
+        roles = {n.name: n.role for n in self.runtime.nodes}
+        cut = grudge(value.get("grudge", "isolate"), names, roles, self.rng, value.get("nodes", ()))
+        if self.touched:  # one partition at a time: a new grudge replaces the old
+            await self._heal()
+        ips = {n.name: n.ip for n in self.runtime.nodes}
+        for node, drops in sorted(cut.items()):
+            if not drops:
+                continue
+            rules = "".join(f" && iptables -A {CHAIN} -s {ips[d]} -j DROP" for d in sorted(drops))
+            self.touched.add(node)
+            await _sh(
+                self.runtime, node, f"iptables -N {CHAIN} && iptables -I INPUT -j {CHAIN}{rules}"
+            )
+        probes = await probe_all(self.runtime)
+        _check(probes, cut)
+        value["grudge"] = {n: sorted(d) for n, d in sorted(cut.items())}
+        return {**value, "proof": {pair: p["result"] for pair, p in sorted(probes.items())}}
+
+    async def _heal(self) -> dict[str, Any]:
+        """Remove our chain from every node we touched; probe that everything passes."""
+        for node in sorted(self.touched):
+            await _sh(
+                self.runtime,
+                node,
+                f"iptables -D INPUT -j {CHAIN} && iptables -F {CHAIN} && iptables -X {CHAIN}",
+            )
+        self.touched.clear()
+        probes = await probe_all(self.runtime)
+        _check(probes, {})
+        return {pair: p["result"] for pair, p in sorted(probes.items())}
+
+    async def heal(self) -> list[dict[str, Any]]:
+        if not self.touched:
+            return []
+        return [{"f": "stop-partition", "proof": await self._heal()}]
+
+
+def _check(probes: dict[str, dict[str, Any]], cut: Grudge) -> None:
+    """Every pair the grudge separates (either way) drops; every other pair gets an
+    answer (`passed`, or `refused` from a host whose process is down)."""
+    wrong = []
+    for pair, seen in probes.items():
+        src, dst = pair.split("->")
+        cut_off = dst in cut.get(src, ()) or src in cut.get(dst, ())
+        if (seen["result"] == "dropped") != cut_off:
+            wrong.append(
+                f"{pair} {seen['result']} (expected {'dropped' if cut_off else 'an answer'})"
+            )
+    if wrong:
+        raise FaultNotProven("partition probes disagree with the grudge: " + "; ".join(wrong))
+
+
+class PacketNemesis:
+    """`start-packet` / `stop-packet`: tc netem on each target node's interface.
+
+    Op value (all optional): `delay_ms`, `jitter_ms`, `loss_pct`, `duplicate_pct`,
+    `reorder_pct`, `corrupt_pct` and `rate` (e.g. "1mbit"); defaults to a 50±10 ms delay.
+    """
+
+    fs = frozenset({"start-packet", "stop-packet"})
+
+    def __init__(self, runtime: NetRuntime) -> None:
+        self.runtime = runtime
+        self.shaped: set[str] = set()
+
+    def _peer(self, node: str) -> Any:
+        return next(n for n in self.runtime.nodes if n.name != node)
+
+    def _dev(self, node: str) -> str:
+        """Shell that sets $dev to the node's interface on the run's network."""
+        route = f"ip -o route get {self._peer(node).ip}"
+        return f"dev=$({route} | sed 's/.* dev \\([^ ]*\\).*/\\1/')"
+
+    async def _connect_ms(self, node: str) -> float | None:
+        """Median TCP connect time from a peer to `node`: a SYN-ACK leaves through the
+        node's netem, so a delay there shows in full."""
+        target = next(n for n in self.runtime.nodes if n.name == node)
+        seen = await on_node(
+            self.runtime,
+            self._peer(node).name,
+            "probe",
+            targets={node: [target.ip, target.port]},
+            timeout=5.0,
+            repeat=5,
+        )
+        return seen[node]["ms"]
+
+    async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        value = dict(op.get("value") or {})
+        if op["f"] == "stop-packet":
+            nodes = value.get("nodes") or sorted(self.shaped)
+            return {"nodes": nodes, "proof": await self._clear(nodes)}
+        nodes = value.get("nodes")
+        if not nodes:
+            raise ValueError("start-packet needs value.nodes (a list of node names)")
+        params = {k: value[k] for k in (*NETEM_KEYS, "rate") if k in value} or dict(NETEM_DEFAULTS)
+        netem = _netem(params)
+        proof = {}
+        for node in nodes:
+            before = await self._connect_ms(node)
+            try:
+                shown = await _sh(
+                    self.runtime,
+                    node,
+                    f"{self._dev(node)} && tc qdisc replace dev $dev root netem {netem} "
+                    "&& tc qdisc show dev $dev",
+                )
+            except FaultNotProven as exc:
+                if "qdisc kind is unknown" in str(exc):
+                    raise FaultNotProven(NO_NETEM) from None
+                raise
+            self.shaped.add(node)
+            if "netem" not in shown:
+                raise FaultNotProven(f"no netem qdisc on {node} after adding it: {shown.strip()}")
+            after = await self._connect_ms(node)
+            proof[node] = {
+                "qdisc": shown.strip(),
+                "connect_ms_before": before,
+                "connect_ms_after": after,
+            }
+            floor = params.get("delay_ms", 0) - params.get("jitter_ms", 0) - DELAY_SLACK_MS
+            if "delay_ms" in params and (after is None or after < floor):
+                raise FaultNotProven(f"connects to {node} take {after} ms under {netem}")
+        return {**value, **params, "proof": proof}
+
+    async def _clear(self, nodes: list[str]) -> dict[str, Any]:
+        proof = {}
+        for node in nodes:
+            shown = await _sh(
+                self.runtime,
+                node,
+                f"{self._dev(node)} && tc qdisc del dev $dev root && tc qdisc show dev $dev",
+            )
+            self.shaped.discard(node)
+            proof[node] = {"qdisc": shown.strip(), "connect_ms": await self._connect_ms(node)}
+        return proof
+
+    async def heal(self) -> list[dict[str, Any]]:
+        if not self.shaped:
+            return []
+        return [{"f": "stop-packet", "proof": await self._clear(sorted(self.shaped))}]
+
+
+def _netem(params: dict[str, Any]) -> str:
+    """tc netem arguments for the op's parameters (reorder needs a delay to act on)."""
+    parts = []
+    if "delay_ms" in params:
+        parts.append(f"delay {params['delay_ms']}ms {params.get('jitter_ms', 0)}ms")
+    for key, word in (
+        ("loss_pct", "loss"),
+        ("duplicate_pct", "duplicate"),
+        ("reorder_pct", "reorder"),
+        ("corrupt_pct", "corrupt"),
+    ):
+        if key in params:
+            parts.append(f"{word} {params[key]}%")
+    if "rate" in params:
+        parts.append(f"rate {params['rate']}")
+    if "reorder_pct" in params and "delay_ms" not in params:
+        raise ValueError("netem reorders by delaying the other packets: give delay_ms too")
+    return " ".join(parts)

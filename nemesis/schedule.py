@@ -1,0 +1,133 @@
+"""Seeded fault schedules: which fault, on which node, when.
+
+`FaultCycle` is the nemesis generator of a run: wait, start a fault chosen at random
+among the enabled kinds on a randomly chosen node, hold it, stop it, wait, repeat. All
+choices come from the nemesis's own seeded rng and all timing from the run's clock, so a
+seed replays the same schedule. `ScheduleReplay` plays back an explicit list of steps
+(`TestSpec.schedule`, e.g. drawn by `nemesis.strategies.fault_schedules`) exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.generator import PENDING, Answer, Context, Generator
+
+START_STOP = {
+    "kill": ("kill", "restart"),
+    "pause": ("pause", "resume"),
+    "wipe": ("wipe", "restore"),
+    "wipe-reset": ("wipe-reset", "rejoin"),
+    "power-loss": ("power-loss", "power-on"),
+    "corrupt": ("corrupt", "corrupt-restart"),
+    "clock": ("clock-bump", "clock-reset"),
+    "clock-strobe": ("clock-strobe", "clock-strobe-stop"),
+    "partition": ("start-partition", "stop-partition"),
+    "packet": ("start-packet", "stop-packet"),
+}
+"""Each fault kind's start and stop op (nemesis/*.py; docs/nemeses.md)."""
+
+
+def check_kinds_and_nodes(kinds: tuple[str, ...], nodes: tuple[str, ...]) -> None:
+    """What every seeded fault schedule needs: known fault kinds and a node to hit."""
+    unknown = [k for k in kinds if k not in START_STOP]
+    if unknown or not kinds:
+        raise ValueError(f"fault kinds must be among {sorted(START_STOP)}, got {kinds}")
+    if not nodes:
+        raise ValueError("a fault schedule needs at least one target node")
+
+
+@dataclass
+class FaultCycle(Generator):
+    kinds: tuple[str, ...]
+    nodes: tuple[str, ...]
+    interval: float
+    active: tuple[str, str] | None = None
+    next_time: float | None = None
+
+    def __post_init__(self) -> None:
+        check_kinds_and_nodes(self.kinds, self.nodes)
+
+    def op(self, ctx: Context) -> Answer:
+        if not ctx.is_nemesis:
+            return PENDING
+        if self.next_time is None:
+            self.next_time = ctx.time + self.interval
+        if ctx.time < self.next_time:
+            return PENDING
+        self.next_time = ctx.time + self.interval
+        if self.active is None:
+            kind, node = ctx.rng.choice(self.kinds), ctx.rng.choice(self.nodes)
+            self.active = (kind, node)
+            return _op(START_STOP[kind][0], node)
+        kind, node = self.active
+        self.active = None
+        return _op(START_STOP[kind][1], node)
+
+
+def _op(f: str, node: str) -> dict[str, Any]:
+    return {"f": f, "value": {"nodes": [node]}}
+
+
+STEP_KIND = {f: kind for kind, pair in START_STOP.items() for f in pair}
+"""Each fault op a schedule may contain, mapped to the nemesis kind that performs it."""
+
+
+def check_steps(steps: Sequence[Any], nodes: Sequence[str]) -> None:
+    """Refuse a schedule that cannot replay, naming the first bad step and how to fix it.
+
+    A step is `{"at": seconds after the run starts, "f": op, "value": {"nodes": [...]}}`;
+    steps come in time order and name their targets, so a replay needs no randomness.
+    """
+    last = 0.0
+    for i, step in enumerate(steps):
+        where = f"schedule step {i} ({json.dumps(step, default=str)})"
+        if not isinstance(step, dict) or set(step) != {"at", "f", "value"}:
+            raise ValueError(f'{where}: a step is {{"at": seconds, "f": op, "value": {{...}}}}')
+        at = step["at"]
+        if isinstance(at, bool) or not isinstance(at, int | float) or at < last:
+            raise ValueError(
+                f"{where}: 'at' must be a number of seconds, >= {last} (steps in time order)"
+            )
+        last = at
+        if step["f"] not in STEP_KIND:
+            raise ValueError(f"{where}: 'f' must be one of {sorted(STEP_KIND)}")
+        targets = step["value"].get("nodes") if isinstance(step["value"], dict) else None
+        if not isinstance(targets, list) or not targets or not set(targets) <= set(nodes):
+            raise ValueError(f"{where}: value.nodes must be a non-empty list of {list(nodes)}")
+
+
+def schedule_kinds(steps: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+    """The nemesis kinds a schedule uses, in order of first use."""
+    return tuple(dict.fromkeys(STEP_KIND[step["f"]] for step in steps))
+
+
+@dataclass
+class ScheduleReplay(Generator):
+    """Replays a fixed schedule: each step's op at `at` seconds after the first ask.
+
+    Unlike `FaultCycle` it draws nothing, so a schedule found by Hypothesis (or written by
+    hand) runs the same faults on the same nodes in the same order every time. A step whose
+    time has come waits only for the fault before it to finish (a restart waits for the
+    bookie to register), so late steps may start a little after their `at`.
+    """
+
+    steps: tuple[dict[str, Any], ...]
+    start: float | None = None
+    position: int = 0
+
+    def op(self, ctx: Context) -> Answer:
+        if not ctx.is_nemesis:
+            return PENDING
+        if self.start is None:
+            self.start = ctx.time
+        if self.position >= len(self.steps):
+            return None
+        step = self.steps[self.position]
+        if ctx.time - self.start < step["at"]:
+            return PENDING
+        self.position += 1
+        return {"f": step["f"], "value": dict(step["value"])}

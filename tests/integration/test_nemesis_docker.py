@@ -1,0 +1,126 @@
+"""Network and disk nemeses on the docker runtime: real containers, iptables and tc.
+
+The image comes from the same session fixtures as the runtime's own tests (a snapshot of
+the tree, built once). Each fault is observed from outside the nemesis — a client that
+runs inside a node, connect times, the bookie's cookie decision — and the cluster serves
+again after heal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from harness.runtime.docker import DockerCluster
+from nemesis.base import FaultNotProven
+from nemesis.disk import PowerLossNemesis, WipeNemesis
+from nemesis.net import PacketNemesis, PartitionNemesis, probe_all
+from tests.integration.test_docker_runtime import client, image, source_snapshot
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+__all__ = ["client", "image", "source_snapshot"]  # session fixtures, shared
+
+ADD_ONE = """
+import asyncio, sys
+from bookie_image.client import BookKeeper
+
+async def main():
+    async with BookKeeper(zk=sys.argv[1], ledgers_root=sys.argv[2]) as bk:
+        lh = await bk.create_ledger(ensemble=2, write_quorum=2, ack_quorum=2, password=b"pw")
+        print(await lh.append(b"x"))
+
+asyncio.run(asyncio.wait_for(main(), 8))
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
+    with DockerCluster(
+        tmp_path_factory.mktemp("nemesis-docker"), bookie_count=3, image=image
+    ).running() as c:
+        yield c
+
+
+def add_from(cluster: DockerCluster, node: str) -> tuple[int, str]:
+    """A client running inside `node`'s container creates a ledger and adds one entry."""
+    return cluster.exec(node, ["python", "-c", ADD_ONE, cluster.zk, cluster.ledgers_root], 30)
+
+
+async def test_isolated_node_is_cut_off_and_its_client_cannot_add_until_heal(cluster) -> None:
+    assert add_from(cluster, "b1")[0] == 0
+    nemesis = PartitionNemesis(cluster, seed=3)
+    done = await nemesis.invoke({"f": "start-partition", "value": {"nodes": ["b1"]}})
+    assert done["grudge"]["b1"] == ["b2", "b3", "zk1"]
+    proof = done["proof"]
+    assert {proof[f"b1->{n}"] for n in ("zk1", "b2", "b3")} == {"dropped"}
+    assert {proof[f"{n}->b1"] for n in ("zk1", "b2", "b3")} == {"dropped"}
+    assert proof["b2->b3"] == proof["zk1->b2"] == "passed"
+    code, out = add_from(cluster, "b1")  # the minority: no ZooKeeper, no other bookie
+    assert code != 0, out
+    [healed] = await nemesis.heal()
+    assert set(healed["proof"].values()) == {"passed"}
+    code, out = add_from(cluster, "b1")
+    assert code == 0 and out.strip().endswith("0"), out
+    code, rules = cluster.exec("b1", ["iptables", "-S"])
+    assert "BKCHAOS" not in rules and code == 0
+
+
+async def test_named_grudges_are_proven_by_probes(cluster) -> None:
+    nemesis = PartitionNemesis(cluster, seed=5)
+    for name in ("halves", "majorities-ring", "bridge", "isolate-zk"):
+        done = await nemesis.invoke({"f": "start-partition", "value": {"grudge": name}})
+        dropped = {pair for pair, seen in done["proof"].items() if seen == "dropped"}
+        expected = {f"{a}->{b}" for a, drops in done["grudge"].items() for b in drops}
+        assert dropped == expected | {f"{b}->{a}" for a, b in (p.split("->") for p in expected)}
+    stopped = await nemesis.invoke({"f": "stop-partition", "value": {}})
+    assert set(stopped["proof"].values()) == {"passed"}
+    with pytest.raises(ValueError, match="has none"):
+        await nemesis.invoke({"f": "start-partition", "value": {"grudge": "clients-vs-bookies"}})
+
+
+async def test_netem_delay_is_measured_and_removed(cluster) -> None:
+    code, out = cluster.exec("b3", ["tc", "qdisc", "replace", "dev", "lo", "root", "netem"])
+    if code != 0:  # the containers share the host's kernel
+        pytest.skip(f"this kernel cannot do netem: {out.strip()}")
+    assert cluster.exec("b3", ["tc", "qdisc", "del", "dev", "lo", "root"])[0] == 0
+    nemesis = PacketNemesis(cluster)
+    op = {"f": "start-packet", "value": {"nodes": ["b2"], "delay_ms": 200, "jitter_ms": 10}}
+    proof = (await nemesis.invoke(op))["proof"]["b2"]
+    assert "netem" in proof["qdisc"] and "delay 200ms" in proof["qdisc"]
+    assert proof["connect_ms_after"] >= 180 > proof["connect_ms_before"]
+    probes = await probe_all(cluster, repeat=3)  # seen from every other node too
+    assert all(probes[f"{n}->b2"]["ms"] >= 180 for n in ("zk1", "b1", "b3"))
+    [healed] = await nemesis.heal()
+    assert "netem" not in healed["proof"]["b2"]["qdisc"]
+    assert healed["proof"]["b2"]["connect_ms"] < 100
+    assert add_from(cluster, "b3")[0] == 0
+
+
+async def test_packet_faults_fail_clearly_without_netem(cluster) -> None:
+    """On a kernel without netem the fault is unproven with the reason — never a no-op."""
+    code, _ = cluster.exec("b3", ["tc", "qdisc", "replace", "dev", "lo", "root", "netem"])
+    if code == 0:
+        cluster.exec("b3", ["tc", "qdisc", "del", "dev", "lo", "root"])
+        pytest.skip("this kernel has netem")
+    with pytest.raises(FaultNotProven, match="no netem qdisc"):
+        await PacketNemesis(cluster).invoke({"f": "start-packet", "value": {"nodes": ["b1"]}})
+
+
+async def test_disk_faults_run_inside_the_containers(cluster) -> None:
+    """The same disk nemeses as on the local runtime, through `docker exec`."""
+    assert add_from(cluster, "b1")[0] == 0
+    wipe = WipeNemesis(cluster)
+    proof = (await wipe.invoke({"f": "wipe", "value": {"nodes": ["b3"]}}))["proof"]["b3"]
+    assert proof["cookie_check"] == "refused" and not proof["running"]
+    restored = await wipe.invoke({"f": "restore", "value": {}})
+    assert restored["proof"]["b3"]["cookie_check"] == "ok"
+    power = PowerLossNemesis(cluster)
+    dropped = (await power.invoke({"f": "power-loss", "value": {"nodes": ["b2"]}}))["proof"]
+    assert dropped["b2"]["killed_pid"] and json.dumps(dropped)
+    await power.heal()
+    assert cluster.process_state("b2")[0] is not None
+    await asyncio.to_thread(add_from, cluster, "b2")
+    assert all(b["registered"] for b in cluster.status()["bookies"])
