@@ -1,0 +1,148 @@
+"""Simulated disks: the bookie's file layer (bookie_image/bookie/files.py) in memory.
+
+Each data dir of a simulated bookie is a `SimDisk` that outlives the bookie's process:
+files are byte arrays with the length last fsynced beside them. A crash (kill) keeps
+every written byte, as the page cache survives a killed process; a power loss drops the
+bytes written since each file's last fsync, exactly what the power-loss nemesis does to a
+real disk; corruption flips bytes. The layer a process holds becomes unusable when its
+process dies (a dead process writes nothing more).
+
+The SQLite index is not simulated: SQLite writes under `root` on a real scratch
+directory (tmpfs where there is one) and its committed transactions are durable, which is
+what `PRAGMA synchronous=FULL` promises on a real disk.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+
+class SimDisk:
+    """The contents of one data dir: path -> bytes, plus each file's fsynced length."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: dict[str, bytearray] = {}
+        self.synced: dict[str, int] = {}
+        self.incarnation = 0  # bumped when the process using the disk dies
+
+    def crash(self) -> None:
+        """The process died: its open layer may no longer touch the disk."""
+        self.incarnation += 1
+
+    def lose_power(self) -> dict[str, int]:
+        """Drop every byte not covered by an fsync; returns the bytes lost per file."""
+        lost = {}
+        for rel, data in self.files.items():
+            keep = self.synced.get(rel, 0)
+            if len(data) > keep:
+                lost[rel] = len(data) - keep
+                del data[keep:]
+        return lost
+
+    def corrupt(self, rng: random.Random, prefix: str = "") -> dict[str, Any] | None:
+        """Flip one bit at a seeded place of a seeded non-empty file whose path starts
+        with `prefix`; returns where, or None if there is no such file."""
+        names = sorted(rel for rel, data in self.files.items() if data and rel.startswith(prefix))
+        if not names:
+            return None
+        rel = rng.choice(names)
+        offset = rng.randrange(len(self.files[rel]))
+        bit = rng.randrange(8)
+        self.files[rel][offset] ^= 1 << bit
+        return {"file": rel, "offset": offset, "bit": bit}
+
+    def wipe(self) -> None:
+        self.files.clear()
+        self.synced.clear()
+
+
+class _Dead(OSError):
+    def __init__(self) -> None:
+        super().__init__(5, "the process owning this file layer is dead (simulation)")
+
+
+class SimFile:
+    """An append-only file of a `SimFileLayer`."""
+
+    def __init__(self, layer: SimFileLayer, rel: str) -> None:
+        self._layer = layer
+        self._rel = rel
+
+    @property
+    def size(self) -> int:
+        return len(self._layer.data(self._rel))
+
+    def write(self, data: bytes) -> None:
+        self._layer.data(self._rel).extend(data)
+
+    def sync(self) -> None:
+        if self._layer.fsync:
+            self._layer.note_synced(self._rel)
+            self._layer.syncs += 1
+
+    def close(self) -> None:
+        pass
+
+
+class SimFileLayer:
+    """`FileLayer` over a `SimDisk`, valid for the incarnation it was opened in."""
+
+    def __init__(self, disk: SimDisk, fsync: bool = True) -> None:
+        self.disk = disk
+        self.root = disk.root
+        self.fsync = fsync
+        self.syncs = 0
+        self._incarnation = disk.incarnation
+
+    def data(self, rel: str) -> bytearray:
+        self._alive()
+        try:
+            return self.disk.files[rel]
+        except KeyError:
+            raise FileNotFoundError(2, f"no such file: {rel}") from None
+
+    def note_synced(self, rel: str) -> None:
+        self.disk.synced[rel] = len(self.data(rel))
+
+    def _alive(self) -> None:
+        if self._incarnation != self.disk.incarnation:
+            raise _Dead
+
+    def open_append(self, rel: str) -> SimFile:
+        self._alive()
+        self.disk.files.setdefault(rel, bytearray())
+        return SimFile(self, rel)
+
+    def read_at(self, rel: str, offset: int, length: int) -> bytes:
+        return bytes(self.data(rel)[offset : offset + length])
+
+    def read_all(self, rel: str) -> bytes:
+        return bytes(self.data(rel))
+
+    def write_atomic(self, rel: str, data: bytes) -> None:
+        self._alive()
+        self.disk.files[rel] = bytearray(data)
+        self.note_synced(rel)
+
+    def remove(self, rel: str) -> None:
+        self._alive()
+        self.disk.files.pop(rel, None)
+        self.disk.synced.pop(rel, None)
+
+    def record_synced(self, rel: str) -> None:
+        if rel in self.disk.files:
+            self.note_synced(rel)
+
+    def list(self, rel_dir: str) -> list[str]:
+        self._alive()
+        prefix = rel_dir.rstrip("/") + "/" if rel_dir else ""
+        return sorted(
+            {
+                rel[len(prefix) :].split("/", 1)[0]
+                for rel in self.disk.files
+                if rel.startswith(prefix)
+            }
+        )

@@ -1,0 +1,121 @@
+"""A deterministic asyncio event loop on virtual time.
+
+Why a loop of our own: the bookie and the client take every timeout, sleep and batching
+delay through the running loop, so a loop whose `time()` is a simulated clock runs them
+unchanged. When nothing is ready the loop does not wait: it jumps to the next timer. It
+owns no file descriptors and starts no threads (`run_in_executor` refuses), so the order
+of callbacks is a function of the code and the seed alone.
+
+Every piece of work belongs to a simulated node, carried in the context variable
+`CURRENT_NODE`: tasks inherit it, so the loop can list (and a kill can cancel) every task
+of one node, and the simulated network knows who is connecting to whom.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Coroutine
+from typing import Any
+
+CURRENT_NODE: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "bkchaos_sim_node", default="controller"
+)
+
+
+class SimulationError(RuntimeError):
+    """The simulation cannot go on (a deadlock, or product code asking for a thread)."""
+
+
+class _VirtualSelector:
+    """Stands where the loop polls for I/O: instead of blocking, time moves forward."""
+
+    def __init__(self, loop: SimLoop) -> None:
+        self._loop = loop
+
+    def select(self, timeout: float | None) -> list[Any]:
+        if timeout is None:
+            raise SimulationError(
+                "deadlock: no callback is ready and no timer is scheduled, yet the "
+                "simulation has not finished"
+            )
+        self._loop.advance(timeout)
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class SimLoop(asyncio.BaseEventLoop):
+    """Virtual time; tasks tracked per node; sockets supplied by `network` (see net.py)."""
+
+    def __init__(self, network: Any = None) -> None:
+        super().__init__()
+        self._selector = _VirtualSelector(self)
+        self._clock_resolution = 1e-9
+        self._now = 0.0
+        self.network = network
+        self.node_tasks: dict[str, dict[asyncio.Task[Any], None]] = {}
+        self.dead: set[str] = set()  # nodes whose process is down: new tasks die at once
+        self.errors: list[dict[str, Any]] = []
+        self.set_task_factory(self._make_task)
+        self.set_exception_handler(self._record_error)
+
+    def time(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        pass
+
+    def _write_to_self(self) -> None:
+        pass
+
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> Any:
+        raise SimulationError(
+            f"{getattr(func, '__qualname__', func)} asked for a thread; inside the simulation "
+            "blocking work must go through an inline offload"
+        )
+
+    def _make_task(
+        self, loop: asyncio.AbstractEventLoop, coro: Any, context: contextvars.Context | None = None
+    ) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, context=context)
+        node = CURRENT_NODE.get() if context is None else context.get(CURRENT_NODE, "controller")
+        tasks = self.node_tasks.setdefault(node, {})
+        tasks[task] = None
+        task.add_done_callback(lambda t: tasks.pop(t, None))
+        if node in self.dead:
+            task.cancel()
+        return task
+
+    def spawn(self, node: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run `coro` as a task of `node` (and so are the tasks it starts)."""
+        context = contextvars.Context()
+        context.run(CURRENT_NODE.set, node)
+        return self.create_task(coro, context=context)
+
+    def kill_node(self, node: str) -> None:
+        """`node`'s process dies: its connections reset and its tasks are cancelled (in
+        creation order), as are tasks its dying code still starts."""
+        self.dead.add(node)
+        self.network.kill(node)
+        for task in list(self.node_tasks.get(node, {})):
+            task.cancel()
+
+    def _record_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Unhandled errors are kept for the run's log instead of going to stderr: a killed
+        node's cancelled tasks may fail on its closed files, as a real process would die."""
+        self.errors.append({"time": self._now, "message": context.get("message"), **context})
+
+    async def create_connection(  # type: ignore[override]
+        self, protocol_factory: Any, host: str, port: int, **kwargs: Any
+    ) -> tuple[asyncio.Transport, asyncio.BaseProtocol]:
+        return await self.network.connect(protocol_factory, host, port)
+
+    async def create_server(  # type: ignore[override]
+        self, protocol_factory: Any, host: str, port: int, **kwargs: Any
+    ) -> Any:
+        return self.network.listen(protocol_factory, host, port)

@@ -1,0 +1,262 @@
+"""The simulation's metadata service: an in-memory ZooKeeper behind kazoo's client API.
+
+Only what the client and the bookie rely on, with ZooKeeper's semantics (pinned against
+a real ZooKeeper by tests/sim/test_sim_zk.py): znode versions and compare-and-set
+(`set`/`delete` with a version raise BadVersionError on a mismatch, -1 matches any),
+sequential nodes numbered by how many children the parent ever had created (so numbers
+are never reused after a delete), ephemeral nodes owned by a session and deleted when it
+closes or expires, no children under ephemerals, `makepath`, `ensure_path`.
+
+`SimZkClient` is a drop-in for the `KazooClient` methods the product calls, with no
+thread: its calls return at once. Latency and partitions between a node and ZooKeeper are
+added by `zk_call`, which the client's metadata store awaits instead of a thread hop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionExpiredError,
+)
+from kazoo.protocol.states import ZnodeStat
+
+from harness.sim.loop import CURRENT_NODE, SimLoop
+from harness.sim.net import Network
+
+ZK_NODE = "zk"
+
+
+@dataclass
+class _Znode:
+    data: bytes
+    czxid: int
+    mzxid: int
+    owner: int = 0  # session id of an ephemeral node's owner
+    version: int = 0
+    cversion: int = 0
+    created: int = 0  # children ever created: the next sequence number
+    children: dict[str, None] = field(default_factory=dict)
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+class SimZooKeeper:
+    """The znode tree and its sessions."""
+
+    def __init__(self, loop: SimLoop) -> None:
+        self._loop = loop
+        self._nodes: dict[str, _Znode] = {"/": _Znode(b"", 0, 0)}
+        self._zxid = 0
+        self._sessions = 0
+        self.live: dict[int, None] = {}
+
+    def client(self, timeout: float = 10.0) -> SimZkClient:
+        return SimZkClient(self, timeout)
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def open_session(self) -> int:
+        self._sessions += 1
+        self.live[self._sessions] = None
+        return self._sessions
+
+    def close_session(self, session: int) -> None:
+        """Close or expire: the session's ephemeral nodes go (deepest first)."""
+        if session not in self.live:
+            return
+        del self.live[session]
+        owned = [path for path, node in self._nodes.items() if node.owner == session]
+        for path in sorted(owned, key=len, reverse=True):
+            self._remove(path)
+
+    def expire_later(self, session: int, timeout: float) -> None:
+        """The session's process died: ZooKeeper notices when the session times out."""
+        self._loop.call_later(timeout, self.close_session, session)
+
+    # -- operations ------------------------------------------------------------------------
+
+    def _node(self, path: str) -> _Znode:
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(path)
+        return node
+
+    def _stat(self, node: _Znode) -> ZnodeStat:
+        return ZnodeStat(
+            node.czxid,
+            node.mzxid,
+            0,
+            0,
+            node.version,
+            node.cversion,
+            0,
+            node.owner,
+            len(node.data),
+            len(node.children),
+            node.mzxid,
+        )
+
+    def create(
+        self, session: int, path: str, value: bytes, ephemeral: bool, sequence: bool, makepath: bool
+    ) -> str:
+        parent_path = _parent(path)
+        if makepath and parent_path not in self._nodes:
+            self.ensure_path(parent_path)
+        parent = self._node(parent_path)
+        if parent.owner:
+            raise NoChildrenForEphemeralsError(parent_path)
+        if sequence:
+            path = f"{path}{parent.created:010d}"
+        if path in self._nodes:
+            raise NodeExistsError(path)
+        self._zxid += 1
+        self._nodes[path] = _Znode(
+            bytes(value), self._zxid, self._zxid, session if ephemeral else 0
+        )
+        parent.children[path.rsplit("/", 1)[1]] = None
+        parent.cversion += 1
+        parent.created += 1
+        return path
+
+    def ensure_path(self, path: str) -> None:
+        current = ""
+        for part in path.strip("/").split("/"):
+            current += "/" + part
+            if current not in self._nodes:
+                self.create(0, current, b"", False, False, False)
+
+    def get(self, path: str) -> tuple[bytes, ZnodeStat]:
+        node = self._node(path)
+        return node.data, self._stat(node)
+
+    def set(self, path: str, value: bytes, version: int) -> ZnodeStat:
+        node = self._node(path)
+        if version != -1 and version != node.version:
+            raise BadVersionError(path)
+        self._zxid += 1
+        node.data, node.version, node.mzxid = bytes(value), node.version + 1, self._zxid
+        return self._stat(node)
+
+    def delete(self, path: str, version: int) -> None:
+        node = self._node(path)
+        if version != -1 and version != node.version:
+            raise BadVersionError(path)
+        if node.children:
+            raise NotEmptyError(path)
+        self._remove(path)
+
+    def _remove(self, path: str) -> None:
+        del self._nodes[path]
+        parent = self._nodes[_parent(path)]
+        del parent.children[path.rsplit("/", 1)[1]]
+        parent.cversion += 1
+
+    def get_children(self, path: str) -> list[str]:
+        return sorted(self._node(path).children)
+
+    def exists(self, path: str) -> ZnodeStat | None:
+        node = self._nodes.get(path)
+        return None if node is None else self._stat(node)
+
+
+class SimZkClient:
+    """The subset of `KazooClient` that the product uses, on a `SimZooKeeper` session."""
+
+    def __init__(self, server: SimZooKeeper, timeout: float) -> None:
+        self._server = server
+        self.timeout = timeout
+        self.session = 0
+        self.crashed = False
+        self._listeners: list[Callable[[str], Any]] = []
+
+    def _live(self) -> int:
+        if self.crashed:
+            raise ConnectionLoss("the process owning this client is dead (simulation)")
+        if self.session not in self._server.live:
+            raise SessionExpiredError("session closed or expired (simulation)")
+        return self.session
+
+    def start(self, timeout: float = 15.0) -> None:
+        if self.session not in self._server.live:
+            self.session = self._server.open_session()
+
+    def stop(self) -> None:
+        self._server.close_session(self.session)
+
+    def close(self) -> None:
+        pass
+
+    def crash(self) -> None:
+        """The owning process died without closing the session: it expires later."""
+        self.crashed = True
+        if self.session in self._server.live:
+            self._server.expire_later(self.session, self.timeout)
+
+    def add_listener(self, listener: Callable[[str], Any]) -> None:
+        self._listeners.append(listener)
+
+    def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        acl: Any = None,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+    ) -> str:
+        return self._server.create(self._live(), path, value, ephemeral, sequence, makepath)
+
+    def ensure_path(self, path: str, acl: Any = None) -> bool:
+        self._live()
+        self._server.ensure_path(path)
+        return True
+
+    def get(self, path: str, watch: Any = None) -> tuple[bytes, ZnodeStat]:
+        self._live()
+        return self._server.get(path)
+
+    def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
+        self._live()
+        return self._server.set(path, value, version)
+
+    def delete(self, path: str, version: int = -1, recursive: bool = False) -> bool:
+        self._live()
+        self._server.delete(path, version)
+        return True
+
+    def get_children(self, path: str, watch: Any = None) -> list[str]:
+        self._live()
+        return self._server.get_children(path)
+
+    def exists(self, path: str, watch: Any = None) -> ZnodeStat | None:
+        self._live()
+        return self._server.exists(path)
+
+
+def zk_call(network: Network, timeout: float = 10.0) -> Callable[..., Any]:
+    """How a node awaits a ZooKeeper call: a network round trip, or, across a partition,
+    a connection loss once the call times out (the request never reached ZooKeeper)."""
+
+    async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        node = CURRENT_NODE.get()
+        if network.blocked(node, ZK_NODE):
+            await asyncio.sleep(timeout)
+            raise ConnectionLoss(f"{node} cannot reach ZooKeeper (simulated partition)")
+        await asyncio.sleep(network.delay())
+        result = fn(*args, **kwargs)
+        await asyncio.sleep(network.delay())
+        return result
+
+    return call

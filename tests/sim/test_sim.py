@@ -1,0 +1,140 @@
+"""The sim runtime: virtual time, determinism, a clean run that checks valid, and a seeded
+bug that a simulated fault exposes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.runtime.sim import SimSpec, run_sim
+from harness.sim.disk import SimDisk, SimFileLayer
+from harness.sim.loop import SimLoop, SimulationError
+
+pytestmark = pytest.mark.sim
+
+FAULTS = (
+    {"at": 0.5, "f": "power-loss", "value": {"nodes": ["b1"]}},
+    {"at": 1.0, "f": "power-on", "value": {"nodes": ["b1"]}},
+    {"at": 1.2, "f": "start-partition", "value": {"nodes": ["b2"]}},
+    {"at": 2.0, "f": "stop-partition", "value": {"nodes": ["b2"]}},
+    {"at": 2.2, "f": "kill", "value": {"nodes": ["b3"]}},
+    {"at": 2.5, "f": "clock-bump", "value": {"nodes": ["b2"], "delta_s": 30.0}},
+    {"at": 2.6, "f": "corrupt", "value": {"nodes": ["b1"]}},
+    {"at": 2.8, "f": "corrupt-restart", "value": {"nodes": ["b1"]}},
+)
+"""One of each kind of fault; the final phase heals what is still in force."""
+
+
+def test_time_jumps_when_idle() -> None:
+    loop = SimLoop()
+    started = time.perf_counter()
+    try:
+        loop.run_until_complete(asyncio.sleep(3600))
+        assert loop.time() == pytest.approx(3600)
+    finally:
+        loop.close()
+    assert time.perf_counter() - started < 1
+
+
+def test_threads_and_deadlocks_are_refused() -> None:
+    loop = SimLoop()
+    try:
+        with pytest.raises(SimulationError, match="thread"):
+            loop.run_until_complete(asyncio.to_thread(print))
+        with pytest.raises(SimulationError, match="deadlock"):
+            loop.run_until_complete(loop.create_future())
+    finally:
+        loop.close()
+
+
+def test_power_loss_drops_exactly_the_unsynced_bytes(tmp_path: Path) -> None:
+    disk = SimDisk(tmp_path)
+    layer = SimFileLayer(disk)
+    f = layer.open_append("current/journal-1")
+    f.write(b"synced")
+    f.sync()
+    f.write(b"+lost")
+    layer.write_atomic("current/cookie.json", b"{}")
+    disk.crash()
+    with pytest.raises(OSError):
+        f.write(b"from a dead process")
+    assert disk.lose_power() == {"current/journal-1": 5}
+    fresh = SimFileLayer(disk)
+    assert fresh.read_all("current/journal-1") == b"synced"
+    assert fresh.list("current") == ["cookie.json", "journal-1"]
+
+
+@pytest.fixture(scope="module")
+def clean_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The same faulty schedule run twice with seed 7 and once with seed 8."""
+    runs = {}
+    for name, seed in (("a", 7), ("b", 7), ("other", 8)):
+        run_dir = tmp_path_factory.mktemp(f"sim-{name}")
+        result = run_sim(SimSpec(seed=seed, time_limit=3.0, schedule=FAULTS), run_dir)
+        assert result.results["valid"] is True, result.results["anomaly_types"]
+        runs[name] = run_dir
+    return runs
+
+
+def test_same_seed_gives_byte_identical_history(clean_runs: dict[str, Path]) -> None:
+    a, b = ((clean_runs[n] / "history.jsonl").read_bytes() for n in ("a", "b"))
+    assert a == b and a.count(b"\n") > 200
+    assert b'"f":"power-loss"' in a and b'"f":"start-partition"' in a
+
+
+def test_same_seed_same_bytes_across_processes_and_hash_seeds(tmp_path: Path) -> None:
+    """A seed found by a search replays later in another process: nothing in the run may
+    depend on string hashing (set order) or on the process's history."""
+    script = (
+        "import sys; from pathlib import Path; from harness.runtime.sim import SimSpec, run_sim;"
+        "run_sim(SimSpec(seed=5, time_limit=1.0, schedule=tuple(__import__('json').loads("
+        "sys.argv[2]))), Path(sys.argv[1]))"
+    )
+    histories = []
+    for hash_seed in ("1", "2"):
+        run_dir = tmp_path / hash_seed
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        subprocess.run(
+            [sys.executable, "-c", script, str(run_dir), json.dumps(FAULTS[:4])],
+            env=env,
+            check=True,
+        )
+        histories.append((run_dir / "history.jsonl").read_bytes())
+    assert histories[0] == histories[1] and histories[0].count(b"\n") > 50
+
+
+def test_different_seeds_give_different_histories(clean_runs: dict[str, Path]) -> None:
+    a, other = ((clean_runs[n] / "history.jsonl").read_bytes() for n in ("a", "other"))
+    assert a != other
+
+
+def test_clean_run_under_faults_checks_valid(clean_runs: dict[str, Path]) -> None:
+    """Asserted by the fixture for every run; here the run is also shown to have worked:
+    ops succeeded, every ledger was read closed, every fault was proven."""
+    results = json.loads((clean_runs["a"] / "results.json").read_text())
+    assert results["stats"]["appends_ok"] > 50 and not results["stats"]["unchecked_ledgers"]
+    assert results["checkers"]["nemesis"] == {"valid": True, "faults": 8, "errors": []}
+
+
+def test_no_journal_fsync_is_found_by_power_loss(tmp_path: Path) -> None:
+    """Acknowledged entries that were never fsynced vanish when two bookies of a write
+    quorum lose power together: recovery then truncates the ledger."""
+    schedule = (
+        {"at": 0.5, "f": "power-loss", "value": {"nodes": ["b1", "b2"]}},
+        {"at": 0.6, "f": "power-on", "value": {"nodes": ["b1", "b2"]}},
+    )
+    buggy = run_sim(
+        SimSpec(seed=3, time_limit=1.0, schedule=schedule, bugs=("no-journal-fsync",)),
+        tmp_path / "bug",
+    )
+    assert buggy.results["valid"] is False
+    assert {"lost-append", "truncated-ledger"} <= set(buggy.results["anomaly_types"])
+    fixed = run_sim(SimSpec(seed=3, time_limit=1.0, schedule=schedule), tmp_path / "fixed")
+    assert fixed.results["valid"] is True
