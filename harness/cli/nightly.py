@@ -1,0 +1,80 @@
+"""`bkchaos nightly MATRIX.toml`: the matrix within a budget, then the summary page."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from harness.nightly import (
+    load_matrix,
+    parse_duration,
+    run_analysis,
+    run_nightly,
+    write_summary,
+)
+
+COLOURS = {"valid": "green", "invalid": "red", "unknown": "yellow", "error": "red"}
+
+
+@click.command()
+@click.argument("matrix", type=click.Path(path_type=Path))
+@click.option("--store", default=None, help="Store to run into (default: the matrix's, or store).")
+@click.option(
+    "--budget", default=None, help="Total time for runs: 900, 90s, 45m, 2h (default: the matrix's)."
+)
+@click.option(
+    "--date",
+    "night",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    default=None,
+    help="Run as this night (seeds, summary directory); default: today.",
+)
+@click.option(
+    "--no-analyze",
+    is_flag=True,
+    help="Skip `bkchaos analyze` (e.g. when the Spark analysis runs elsewhere).",
+)
+def nightly(
+    matrix: Path, store: str | None, budget: str | None, night: Any, no_analyze: bool
+) -> int:
+    """Run a test matrix within a time budget and write STORE/nightly/<date>/index.html.
+
+    Exit code 1 if a clean configuration was invalid, 255 if a run crashed, else 0.
+    """
+    loaded = load_matrix(matrix)
+    budget_s = parse_duration(budget, "--budget") if budget is not None else None
+    store_dir = Path(store or loaded.store)
+    day = night.date() if night is not None else dt.date.today()
+    console = Console(stderr=True, soft_wrap=True)  # paths stay whole for scripts
+    console.print(
+        f"[bold]nightly {day}[/]: {len(loaded.cells)} cells, budget "
+        f"{budget_s or loaded.budget_s:g}s, {loaded.run_length_s:g}s per run, store {store_dir}"
+    )
+
+    def show(run: dict[str, Any]) -> None:
+        colour = COLOURS[run["verdict"]]
+        anomalies = ", ".join(run["anomaly_types"]) or run.get("error", "")
+        console.print(
+            f"  {run['cell']} seed {run['seed']}: [{colour}]{run['verdict'].upper()}[/] "
+            f"{anomalies} ({run['seconds']:g}s)"
+        )
+
+    summary = run_nightly(loaded, store_dir, day, budget_s, on_run=show)
+    analyze = not (no_analyze or summary["interrupted"])
+    summary["analysis"] = {"status": "running" if analyze else "skipped"}
+    page = write_summary(summary, store_dir)  # a night whose analysis dies still has a page
+    if analyze:
+        console.print(f"bkchaos analyze {store_dir} …")
+        summary["analysis"] = run_analysis(store_dir)
+        write_summary(summary, store_dir)
+    console.print(
+        f"{len(summary['runs'])} runs, {len(summary['failures'])} clean failures, "
+        f"{len(summary['new'])} new since {summary['previous_date'] or 'the first night'}; "
+        f"analysis {summary['analysis']['status']}"
+    )
+    console.print(f"summary: {page}")
+    return 130 if summary["interrupted"] else summary["exit_code"]

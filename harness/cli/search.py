@@ -1,0 +1,130 @@
+"""`bkchaos search`: find a fault schedule that breaks the product, shrink it, store it.
+
+Exit codes as `bkchaos test`: 1 when an invalid history was found (the minimal one is in
+the store), 0 when the budget ran out with every history valid, 254 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bookie_image import bugs as seeded_bugs
+from harness.errors import UserError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
+
+
+def parse_budget(text: str) -> float:
+    """'90', '90s', '10m', '1.5h' -> seconds."""
+    match = _DURATION.match(text)
+    if match is None or float(match.group(1)) <= 0:
+        raise UserError(f"--budget {text!r}: give a positive duration like 90s, 10m or 1h")
+    return float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+@click.command()
+@click.option("--runtime", type=click.Choice(["sim"]), default="sim", show_default=True)
+@click.option("--workload", type=click.Choice(["ledger"]), default="ledger", show_default=True)
+@click.option("--bug", "bug_names", multiple=True, help="Seeded bug to switch on (repeatable).")
+@click.option("--budget", default="10m", show_default=True, help="Real time to spend: 90s, 10m…")
+@click.option("--max-faults", type=int, default=3, show_default=True)
+@click.option(
+    "--max-time", type=float, default=3.0, show_default=True, help="Longest simulated run (s)."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search itself.")
+@click.option("--store", type=click.Path(path_type=Path), default=Path("store"), show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def search(
+    runtime: str,
+    workload: str,
+    bug_names: tuple[str, ...],
+    budget: str,
+    max_faults: int,
+    max_time: float,
+    seed: int,
+    store: Path,
+    as_json: bool,
+) -> int:
+    """Search simulated fault schedules for an invalid history; shrink and store it."""
+    from harness.report import try_write_report
+    from harness.runtime.sim import SimSpec, run_sim
+    from harness.sim.search import search as run_search
+    from harness.store import link_latest, new_run_dir
+
+    budget_s = parse_budget(budget)
+    try:
+        bugs = tuple(sorted(seeded_bugs.parse(",".join(bug_names))))
+    except seeded_bugs.UnknownBugError as exc:
+        raise UserError(str(exc)) from None
+    if max_faults < 1 or max_time < 0.5:
+        raise UserError("--max-faults must be >= 1 and --max-time >= 0.5")
+    name = f"search-{'+'.join(bugs) or 'clean'}"
+
+    def progress(spec: SimSpec, results: dict[str, Any]) -> None:
+        verdict = results["valid"]
+        shown = ",".join(results["anomaly_types"]) if verdict is False else verdict
+        click.echo(
+            f"seed {spec.seed:>5} {spec.time_limit:4.1f}s {len(spec.schedule)} steps: {shown}",
+            err=True,
+        )
+
+    outcome = run_search(
+        SimSpec(name=name, bugs=bugs),
+        budget_s,
+        max_time=max_time,
+        max_faults=max_faults,
+        search_seed=seed,
+        on_example=None if as_json else progress,
+    )
+    summary: dict[str, Any] = {
+        "bugs": list(bugs),
+        "budget_s": budget_s,
+        "examples": outcome.examples,
+        "seconds_to_find": outcome.seconds_to_find,
+        "seconds_total": round(outcome.seconds_total, 1),
+        "anomaly": outcome.anomaly,
+    }
+    if outcome.found is not None:
+        run_dir = new_run_dir(store, name)
+        result = run_sim(outcome.found, run_dir)
+        minimal = {
+            "seed": outcome.found.seed,
+            "time_limit": outcome.found.time_limit,
+            "bugs": list(bugs),
+            "schedule": list(outcome.found.schedule),
+        }
+        (run_dir / "minimal.json").write_text(json.dumps(minimal, indent=2))
+        summary.update(
+            run_dir=str(run_dir),
+            minimal=minimal,
+            shrink_steps=outcome.shrink_steps,
+            first=asdict(outcome.first) if outcome.first is not None else None,
+            replay_valid=result.results["valid"],
+        )
+        (run_dir / "search.json").write_text(json.dumps(summary, indent=2))
+        try_write_report(run_dir)
+        link_latest(run_dir)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    elif outcome.found is None:
+        click.echo(
+            f"no invalid history in {outcome.examples} simulated tests "
+            f"({summary['seconds_total']}s of a {budget_s:g}s budget)"
+        )
+    else:
+        click.echo(
+            f"{outcome.anomaly} after {outcome.examples} simulated tests "
+            f"(found in {outcome.seconds_to_find:.1f}s, shrunk by {outcome.shrink_steps} steps; "
+            f"{summary['seconds_total']}s in all)\n"
+            f"minimal: seed {minimal['seed']}, {minimal['time_limit']}s, "
+            f"{len(minimal['schedule'])} steps: {json.dumps(minimal['schedule'])}\n"
+            f"stored in {run_dir} (minimal.json, history.jsonl, report.html)"
+        )
+    return 1 if outcome.found is not None else 0

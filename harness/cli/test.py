@@ -1,0 +1,153 @@
+"""`bkchaos test`: run a chaos test, check it, leave a run directory behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.live import Live
+
+from harness.controller import RunCounters
+from harness.errors import UserError
+from harness.runner import exit_code, run_test
+from harness.testspec import NEMESES, RUNTIMES, WORKLOADS, TestSpec
+
+
+def _csv(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
+
+
+def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[dict, ...]:
+    """Steps from a JSON list, or from a run's test.json, so any recorded schedule replays."""
+    if value is None:
+        return ()
+    hint = "pass a JSON list of steps or the test.json of a run that had a schedule"
+    try:
+        data = json.loads(Path(value).read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--schedule {value}: {exc}; {hint}") from None
+    steps = data.get("schedule") if isinstance(data, dict) else data
+    if not isinstance(steps, list) or not steps:
+        raise UserError(f"--schedule {value}: no schedule steps found; {hint}")
+    return tuple(steps)
+
+
+@click.command()
+@click.option("--name", default=None, help="Test name in the store (default: the workload).")
+@click.option("--workload", type=click.Choice(WORKLOADS), default="ledger", show_default=True)
+@click.option(
+    "--nemesis",
+    default="",
+    callback=_csv,
+    help=f"Comma-separated faults, from: {', '.join(NEMESES)}.",
+)
+@click.option(
+    "--nemesis-interval",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Seconds between fault starts and stops.",
+)
+@click.option("--time-limit", type=float, default=30.0, show_default=True)
+@click.option("--concurrency", type=int, default=4, show_default=True)
+@click.option("--clients", type=int, default=2, show_default=True, help="Client agents.")
+@click.option("--rate", type=float, default=200.0, show_default=True, help="Client ops/s.")
+@click.option("--op-timeout", type=float, default=10.0, show_default=True)
+@click.option("--bookies", type=int, default=4, show_default=True)
+@click.option("--ensemble", type=int, default=3, show_default=True)
+@click.option("--wq", "write_quorum", type=int, default=2, show_default=True)
+@click.option("--aq", "ack_quorum", type=int, default=2, show_default=True)
+@click.option(
+    "--digest",
+    type=click.Choice(["crc32", "crc32c", "hmac-sha1", "dummy"]),
+    default="crc32c",
+    show_default=True,
+)
+@click.option("--id-bits", type=int, default=64, show_default=True, help="64, or 128 (BP-35).")
+@click.option(
+    "--entry-size", type=int, default=0, show_default=True, help="Pad payloads to N bytes."
+)
+@click.option("--bug", "bugs", multiple=True, help="Switch on a seeded bug (repeatable).")
+@click.option("--seed", type=int, default=None, help="Seed (default: random, recorded).")
+@click.option("--runtime", type=click.Choice(RUNTIMES), default="local", show_default=True)
+@click.option("--store", default="store", show_default=True)
+@click.option(
+    "--schedule",
+    metavar="FILE",
+    callback=_schedule,
+    help="Replay these fault steps exactly (a JSON list, or a run's test.json).",
+)
+@click.option(
+    "--test-count",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run the test this many times (seeds seed, seed+1, …); worst verdict wins.",
+)
+def test(name: str | None, test_count: int, seed: int | None, **options: object) -> int:
+    """Run a workload under faults, heal, read everything back, and check the history."""
+    first_seed = seed if seed is not None else int.from_bytes(os.urandom(3))
+    console = Console(stderr=True)
+    codes = []
+    for i in range(test_count):
+        spec = TestSpec(
+            name=name or str(options["workload"]),
+            seed=first_seed + i,
+            argv=tuple(sys.argv[1:]),
+            **options,
+        )  # type: ignore[arg-type]
+        codes.append(exit_code(run_shown(console, spec)[1]))
+    return worst(codes)
+
+
+def worst(codes: list[int]) -> int:
+    """The most serious exit code: invalid over unknown over valid; errors above all."""
+    return max(codes, key=lambda code: [0, 2, 1].index(code) if code in (0, 1, 2) else code)
+
+
+def run_shown(console: Console, spec: TestSpec) -> tuple[Path, dict]:
+    """Run one test with live progress on `console`, then print its summary."""
+    console.print(
+        f"[bold]{spec.name}[/] seed {spec.seed}: {spec.workload} workload, "
+        f"nemesis {','.join(spec.nemesis) or 'none'}, {spec.time_limit:.0f}s"
+    )
+    with Live(console=console, refresh_per_second=4, transient=True) as live:
+        run_dir, results = run_test(spec, lambda c, t: live.update(_progress(c, t)))
+    _summary(console, run_dir, results)
+    return run_dir, results
+
+
+def _progress(counters: RunCounters, elapsed: float) -> str:
+    faults = Counter(counters.faults)
+    active = ", ".join(f"{f}×{n}" for f, n in faults.items()) or "none"
+    return (
+        f"{counters.phase:12} {elapsed:6.1f}s  ok {counters.ok}  fail {counters.fail}  "
+        f"info {counters.info}  faults: {active}"
+        + (f"  [red]unproven {len(counters.fault_errors)}[/]" if counters.fault_errors else "")
+    )
+
+
+def _summary(console: Console, run_dir: Path, results: dict) -> None:
+    verdict = {True: "[green]VALID[/]", False: "[red]INVALID[/]", "unknown": "[yellow]UNKNOWN[/]"}[
+        results["valid"]
+    ]
+    stats = results["stats"]
+    console.print(
+        f"{verdict}  ops {stats['ops']}  ok {stats['ok']}  fail {stats['fail']}  "
+        f"info {stats['info']}  ledgers {stats['ledgers']}"
+    )
+    for name, cases in results["anomalies"].items():
+        console.print(f"  [red]{name}[/] ×{len(cases)}: {cases[0]['explanation']}")
+    for error in results["checkers"]["nemesis"]["errors"]:
+        console.print(f"  [yellow]fault not proven[/]: {error}")
+    if results.get("interrupted"):
+        console.print("  [yellow]interrupted[/]: the final phase did not complete")
+    console.print(f"run directory: {run_dir}")
+    report = run_dir / "report.html"
+    if report.exists():
+        console.print(f"report: {report}")

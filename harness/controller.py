@@ -1,0 +1,177 @@
+"""Runs one test: workers and the nemesis against a cluster, then the final phase.
+
+Like Jepsen's `core/run!`: client workers ask the generator for ops and execute them
+through the client agents, a nemesis worker injects faults, every invocation and
+completion goes to the history the moment it is observed. When the time limit is up the
+final phase always runs: heal every fault, wait until the cluster serves, recover and read
+every ledger in full. An op that completes `info` retires its process id and the worker
+carries on as a fresh process (id + concurrency), as in Jepsen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.agent_client import AgentConnection
+from harness.generator import PENDING, Context, Generator, clients, interleave, nemesis
+from harness.history import HistoryWriter
+from nemesis.base import Nemesis
+
+IDLE_POLL_S = 0.01
+FINAL_READ_ATTEMPTS = 5
+FINAL_READ_BACKOFF_S = 2.0
+
+
+class Workload(Protocol):
+    def generator(self) -> Generator: ...
+    def observe(
+        self, process: int, op: dict[str, Any], kind: str, value: Any, error: str | None
+    ) -> None: ...
+    def final_ops(self) -> list[dict[str, Any]]: ...
+
+
+@dataclass
+class RunCounters:
+    """Live figures for progress display and the closing summary."""
+
+    ok: int = 0
+    fail: int = 0
+    info: int = 0
+    faults: list[str] = field(default_factory=list)
+    fault_errors: list[str] = field(default_factory=list)
+    phase: str = "starting"
+
+    def count(self, kind: str) -> None:
+        setattr(self, kind, getattr(self, kind) + 1)
+
+
+@dataclass
+class Controller:
+    """One run's moving parts; `run()` drives them to completion."""
+
+    history: HistoryWriter
+    workload: Workload
+    agents: list[tuple[str, str, int]]
+    nemesis: Nemesis
+    fault_schedule: Generator | None
+    seed: int
+    concurrency: int
+    time_limit: float
+    op_timeout: float
+    rate: float
+    wait_for_cluster: Any = None
+    counters: RunCounters = field(default_factory=RunCounters)
+    connect: Callable[[str, str, int], Any] = AgentConnection
+    """Opens a worker's connection to an agent (the sim runtime's agents are in-process)."""
+    _outstanding: int = 0
+
+    async def run(self) -> None:
+        client_rng = random.Random(self.seed)
+        nemesis_rng = random.Random(self.seed ^ 0x5EED)
+        parts = [clients(self.workload.generator().stagger(1.0 / self.rate))]
+        if self.fault_schedule is not None:
+            parts.append(nemesis(self.fault_schedule))
+        gen = interleave(*parts).time_limit(self.time_limit)
+        self.counters.phase = "running"
+        tasks = [
+            asyncio.create_task(self._worker(i, gen, client_rng)) for i in range(self.concurrency)
+        ]
+        if self.fault_schedule is not None:
+            tasks.append(asyncio.create_task(self._nemesis_worker(gen, nemesis_rng)))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.counters.phase = "healing"
+            await self.heal()
+        self.counters.phase = "final reads"
+        if self.wait_for_cluster is not None:
+            await asyncio.to_thread(self.wait_for_cluster)
+        await self._final_reads()
+        self.counters.phase = "done"
+
+    def _context(self, process: int | str, rng: random.Random) -> Context:
+        return Context(self.history.elapsed_s(), process, rng, self._outstanding)
+
+    async def _worker(self, worker: int, gen: Generator, rng: random.Random) -> None:
+        name, host, port = self.agents[worker % len(self.agents)]
+        conn = self.connect(name, host, port)
+        process = worker
+        try:
+            while (op := gen.op(self._context(process, rng))) is not None:
+                if op is PENDING:
+                    await asyncio.sleep(IDLE_POLL_S)
+                    continue
+                kind = await self._execute(conn, process, op)
+                if kind == "info":
+                    process += self.concurrency
+        finally:
+            conn.close()
+
+    async def _execute(self, conn: AgentConnection, process: int, op: dict[str, Any]) -> str:
+        value = op.get("value") or {}
+        self.history.record("invoke", process, op["f"], value, node=conn.name)
+        self._outstanding += 1
+        try:
+            kind, result, error = await conn.call(op["f"], value, self.op_timeout)
+        finally:
+            self._outstanding -= 1
+        self.history.record(
+            kind, process, op["f"], result if kind == "ok" else value, error=error, node=conn.name
+        )
+        self.counters.count(kind)
+        self.workload.observe(process, op, kind, result, error)
+        return kind
+
+    async def _nemesis_worker(self, gen: Generator, rng: random.Random) -> None:
+        while (op := gen.op(self._context("nemesis", rng))) is not None:
+            if op is PENDING:
+                await asyncio.sleep(IDLE_POLL_S)
+                continue
+            await self._fault(op)
+
+    async def _fault(self, op: dict[str, Any]) -> None:
+        self.history.record("invoke", "nemesis", op["f"], op.get("value"))
+        try:
+            value = await self.nemesis.invoke(op)
+        except Exception as exc:  # FaultNotProven or a runtime error: recorded, never silent
+            message = f"{type(exc).__name__}: {exc}"
+            self.history.record("info", "nemesis", op["f"], op.get("value"), error=message)
+            self.counters.fault_errors.append(f"{op['f']}: {message}")
+            return
+        self.history.record("info", "nemesis", op["f"], value)
+        self.counters.faults.append(op["f"])
+
+    async def heal(self) -> None:
+        """Undo every fault still in force, recorded as a `heal` nemesis op with proofs."""
+        self.history.record("invoke", "nemesis", "heal", None)
+        try:
+            proofs = await self.nemesis.heal()
+        except Exception as exc:  # recorded, never silent
+            message = f"{type(exc).__name__}: {exc}"
+            self.history.record("info", "nemesis", "heal", None, error=message)
+            self.counters.fault_errors.append(f"heal: {message}")
+            return
+        self.history.record("info", "nemesis", "heal", {"proof": proofs})
+
+    async def _final_reads(self) -> None:
+        """A closed read of every ledger, retried: the authoritative content."""
+        conn = self.connect(*self.agents[0])
+        process = 10 * self.concurrency + 1_000_000  # clear of every worker's ids
+        try:
+            for op in self.workload.final_ops():
+                for attempt in range(FINAL_READ_ATTEMPTS):
+                    kind = await self._execute(conn, process, op)
+                    if kind == "info":
+                        process += 1
+                    if kind == "ok":
+                        break
+                    await asyncio.sleep(FINAL_READ_BACKOFF_S * (attempt + 1))
+        finally:
+            conn.close()

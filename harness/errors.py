@@ -1,0 +1,7 @@
+"""Errors the CLI turns into exit codes (see shared/spec/history.md §5)."""
+
+
+class UserError(Exception):
+    """Bad arguments, input or environment: exit 254 with a message that says what to do."""
+
+    exit_code = 254

@@ -1,0 +1,517 @@
+"""Nightly chaos: a matrix of tests run within a time budget, and a summary page.
+
+The matrix (TOML, see `nightly.toml` and docs/nightly.md) is workloads × nemesis sets ×
+configurations × seeded-bug sets. A night runs its cells round-robin until the budget
+is spent, starting at a different cell each night so a budget smaller than the matrix
+still covers all of it over several nights. Seeds derive from the date, the cell and the
+round: every night explores new schedules, and re-running a night repeats it exactly.
+A failing run never stops the night. `STORE/nightly/<date>/index.html` + `summary.json`
+say what failed tonight, what is new since the previous night, and how often each
+seeded bug was caught; they are written before `bkchaos analyze` (Spark) runs over the
+store, and again with its outcome. The exit code is non-zero if a clean configuration
+was invalid.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import tomllib
+import traceback
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+from harness.testspec import TestSpec
+
+RUN_OVERHEAD_S = 20.0
+"""First guess of a run's time beyond its run length (cluster start, final reads, checks);
+replaced by the largest overhead measured tonight."""
+MAX_CONSECUTIVE_CRASHES = 3
+OWNED_BY_MATRIX = frozenset(
+    {"name", "seed", "store", "time_limit", "workload", "nemesis", "bugs", "schedule", "argv"}
+)
+SPEC_FIELDS = frozenset(f.name for f in fields(TestSpec)) - {"argv"}
+SPEC_SETTINGS = SPEC_FIELDS - OWNED_BY_MATRIX
+TOP_LEVEL = frozenset(
+    {"budget", "run_length", "store", "workloads", "nemeses", "bugs", "defaults", "configs"}
+)
+TRENDS_PAGE = "trends/index.html"
+"""Where `bkchaos analyze STORE` writes its trend pages, relative to the store."""
+EXIT_CLEAN_INVALID = 1
+EXIT_CRASHED = 255
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the matrix: what a run of it tests."""
+
+    workload: str
+    nemesis: tuple[str, ...]
+    config: str
+    settings: dict[str, Any] = field(compare=False)
+    bugs: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        nemesis = "+".join(self.nemesis) or "none"
+        return f"{self.workload}/{nemesis}/{self.config}/{'+'.join(self.bugs) or 'clean'}"
+
+    @property
+    def clean(self) -> bool:
+        return not self.bugs
+
+
+@dataclass(frozen=True)
+class Matrix:
+    budget_s: float
+    run_length_s: float
+    store: str
+    defaults: dict[str, Any]
+    cells: tuple[Cell, ...]
+
+    def spec(self, cell: Cell, seed: int, store: str) -> TestSpec:
+        """The test of one run of `cell`."""
+        return TestSpec(
+            **{**self.defaults, **cell.settings},
+            name=store_name(f"nightly-{cell.id}"),
+            workload=cell.workload,
+            nemesis=cell.nemesis,
+            bugs=cell.bugs,
+            seed=seed,
+            time_limit=self.run_length_s,
+            store=store,
+        )
+
+
+# ---- the matrix file -------------------------------------------------------------------
+
+
+def load_matrix(path: Path) -> Matrix:
+    """Read and check a matrix file; every cell is validated before the night starts."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read the matrix {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(
+            f"{path} is not valid TOML: {exc}; see nightly.toml for the format"
+        ) from None
+    where = f"matrix {path}"
+    unknown = sorted(set(data) - TOP_LEVEL)
+    if unknown:
+        raise UserError(f"{where}: unknown keys {unknown}; allowed: {sorted(TOP_LEVEL)}")
+    workloads = _names(data.get("workloads", ["ledger"]), f"{where}: workloads")
+    nemeses = [
+        tuple(_names(n, f"{where}: nemeses[{i}]", allow_empty=True))
+        for i, n in enumerate(_list(data.get("nemeses", [["kill", "pause"]]), f"{where}: nemeses"))
+    ]
+    bug_sets = [
+        tuple(_names(b, f"{where}: bugs[{i}]", allow_empty=True))
+        for i, b in enumerate(_list(data.get("bugs", [[]]), f"{where}: bugs"))
+    ]
+    defaults = _settings(data.get("defaults", {}), f"{where}: [defaults]")
+    configs = data.get("configs", {"default": {}})
+    if not isinstance(configs, dict) or not configs:
+        raise UserError(f"{where}: [configs.NAME] tables expected, e.g. [configs.e3-wq2-aq2]")
+    cells = tuple(
+        Cell(workload, nemesis, name, _settings(settings, f"{where}: [configs.{name}]"), bugs)
+        for workload, nemesis, (name, settings), bugs in itertools.product(
+            workloads, nemeses, configs.items(), bug_sets
+        )
+    )
+    matrix = Matrix(
+        budget_s=parse_duration(data.get("budget", "1h"), f"{where}: budget"),
+        run_length_s=parse_duration(data.get("run_length", 60), f"{where}: run_length"),
+        store=str(data.get("store", "store")),
+        defaults=defaults,
+        cells=cells,
+    )
+    for cell in cells:
+        try:
+            matrix.spec(cell, 0, matrix.store)
+        except (UserError, TypeError) as exc:
+            raise UserError(f"{where}: cell {cell.id}: {exc}") from None
+    return matrix
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list) or not value:
+        raise UserError(f"{where} must be a non-empty list")
+    return value
+
+
+def _names(value: Any, where: str, allow_empty: bool = False) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError(f'{where} must be a list of names, e.g. ["kill", "pause"]')
+    if not value and not allow_empty:
+        raise UserError(f"{where} must not be empty")
+    return value
+
+
+def _settings(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise UserError(f"{where} must be a table of test settings")
+    owned = sorted(set(value) & OWNED_BY_MATRIX)
+    if owned:
+        raise UserError(f"{where}: {owned} are set by the matrix itself (top-level keys)")
+    unknown = sorted(set(value) - SPEC_SETTINGS)
+    if unknown:
+        raise UserError(f"{where}: unknown settings {unknown}; known: {sorted(SPEC_SETTINGS)}")
+    return dict(value)
+
+
+def parse_duration(value: Any, where: str) -> float:
+    """Seconds from a number or a string like "90s", "45m", "2h"."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value))
+    if isinstance(value, bool) or match is None or float(match[1]) <= 0:
+        raise UserError(f'{where}: {value!r} is not a duration; write e.g. 900, "90s", "45m", "2h"')
+    return float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
+
+
+# ---- planning and running --------------------------------------------------------------
+
+
+def plan(cells: tuple[Cell, ...], night: dt.date) -> Iterator[tuple[Cell, int, int]]:
+    """(cell, round, seed) forever: round-robin from tonight's starting cell."""
+    start = night.toordinal() % len(cells)
+    order = cells[start:] + cells[:start]
+    for round_ in itertools.count():
+        for cell in order:
+            seed = zlib.crc32(f"{night.isoformat()}/{cell.id}/{round_}".encode()) & 0xFFFFFF
+            yield cell, round_, seed
+
+
+def run_nightly(
+    matrix: Matrix,
+    store: Path,
+    night: dt.date,
+    budget_s: float | None = None,
+    on_run: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run the matrix within the budget and return the night's summary (no analysis yet)."""
+    from harness.runner import _sigterm_as_interrupt, run_test
+
+    budget_s = matrix.budget_s if budget_s is None else budget_s
+    if budget_s < matrix.run_length_s + RUN_OVERHEAD_S:
+        raise UserError(
+            f"a budget of {budget_s:g}s does not fit one run ({matrix.run_length_s:g}s run "
+            f"length + ~{RUN_OVERHEAD_S:g}s to start and check); raise budget or lower run_length"
+        )
+    started = time.monotonic()
+    overhead = RUN_OVERHEAD_S
+    runs: list[dict[str, Any]] = []
+    interrupted = False
+    with _sigterm_as_interrupt():  # a stopped service still writes its summary
+        for cell, round_, seed in plan(matrix.cells, night):
+            if time.monotonic() - started + matrix.run_length_s + overhead > budget_s:
+                break
+            spec = matrix.spec(cell, seed, str(store))
+            t0 = time.monotonic()
+            try:
+                run_dir, results = run_test(spec)
+                run = _run_entry(cell, round_, spec, store, run_dir, results)
+                interrupted = bool(results.get("interrupted"))
+            except KeyboardInterrupt:
+                interrupted = True
+                break
+            except Exception as exc:  # a crashed run is recorded; the night goes on
+                run = _run_entry(cell, round_, spec, store, None, None)
+                run["error"] = f"{type(exc).__name__}: {exc}"
+                run["traceback"] = traceback.format_exc()
+            run["seconds"] = round(time.monotonic() - t0, 1)
+            overhead = max(overhead, run["seconds"] - matrix.run_length_s)
+            runs.append(run)
+            if on_run is not None:
+                on_run(run)
+            if interrupted or _crashed_in_a_row(runs):
+                break
+    summary = summarise(matrix, night, runs, previous_summary(store, night))
+    summary["elapsed_s"] = round(time.monotonic() - started, 1)
+    summary["interrupted"] = interrupted
+    return summary
+
+
+def _crashed_in_a_row(runs: list[dict[str, Any]]) -> bool:
+    """Several crashes in a row mean a broken machine or harness: stop, do not spin."""
+    last = runs[-MAX_CONSECUTIVE_CRASHES:]
+    return len(last) == MAX_CONSECUTIVE_CRASHES and all(r["verdict"] == "error" for r in last)
+
+
+def _run_entry(
+    cell: Cell,
+    round_: int,
+    spec: TestSpec,
+    store: Path,
+    run_dir: Path | None,
+    results: dict[str, Any] | None,
+) -> dict[str, Any]:
+    verdict = "error" if results is None else _VERDICT[results["valid"]]
+    report = None if run_dir is None else run_dir / "report.html"
+    return {
+        "cell": cell.id,
+        "clean": cell.clean,
+        "workload": cell.workload,
+        "nemesis": list(cell.nemesis),
+        "config": cell.config,
+        "bugs": list(cell.bugs),
+        "round": round_,
+        "seed": spec.seed,
+        "verdict": verdict,
+        "anomaly_types": [] if results is None else results["anomaly_types"],
+        "run_dir": None if run_dir is None else os.path.relpath(run_dir, store),
+        "report": None if report is None or not report.exists() else os.path.relpath(report, store),
+        "replay": replay_command(spec, run_dir),
+    }
+
+
+_VERDICT = {True: "valid", False: "invalid", "unknown": "unknown"}
+
+
+def summarise(
+    matrix: Matrix, night: dt.date, runs: list[dict[str, Any]], previous: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Tonight's findings, compared with the previous night's."""
+    ran = {r["cell"] for r in runs}
+    signatures = sorted(_signatures(runs))
+    before = set(previous["signatures"]) if previous else set()
+    detection: dict[str, dict[str, Any]] = {}
+    for run in (r for r in runs if not r["clean"]):
+        entry = detection.setdefault(
+            "+".join(run["bugs"]), {"runs": 0, "detected": 0, "anomaly_types": []}
+        )
+        entry["runs"] += 1
+        entry["detected"] += run["verdict"] == "invalid"
+        entry["anomaly_types"] = sorted({*entry["anomaly_types"], *run["anomaly_types"]})
+    for entry in detection.values():
+        entry["rate"] = round(entry["detected"] / entry["runs"], 3)
+    clean = [r for r in runs if r["clean"]]
+    summary = {
+        "date": night.isoformat(),
+        "budget_s": matrix.budget_s,
+        "run_length_s": matrix.run_length_s,
+        "cells": len(matrix.cells),
+        "runs": runs,
+        "failures": [r for r in clean if r["verdict"] != "valid"],
+        "signatures": signatures,
+        "previous_date": previous["date"] if previous else None,
+        "new": [s for s in signatures if s not in before],
+        "resolved": sorted(s for s in before - set(signatures) if s.split(": ")[0] in ran),
+        "detection": detection,
+        "not_run": sorted(c.id for c in matrix.cells if c.id not in ran),
+    }
+    summary["exit_code"] = (
+        EXIT_CLEAN_INVALID
+        if any(r["verdict"] == "invalid" for r in clean)
+        else EXIT_CRASHED
+        if any(r["verdict"] == "error" for r in runs)
+        else 0
+    )
+    return summary
+
+
+def _signatures(runs: list[dict[str, Any]]) -> set[str]:
+    """What went wrong, per cell, in a form two nights can be compared by."""
+    found = set()
+    for run in runs:
+        if run["verdict"] == "error":
+            found.add(f"{run['cell']}: crashed")
+        elif run["clean"] and run["verdict"] == "unknown":
+            found.add(f"{run['cell']}: unknown")
+        elif run["clean"]:
+            found.update(f"{run['cell']}: {a}" for a in run["anomaly_types"])
+    for cell in {r["cell"] for r in runs if not r["clean"]}:
+        if not any(r["cell"] == cell and r["verdict"] == "invalid" for r in runs):
+            found.add(f"{cell}: bug not detected")
+    return found
+
+
+def previous_summary(store: Path, night: dt.date) -> dict[str, Any] | None:
+    """The summary of the latest night before `night`, if any."""
+    earlier = sorted(
+        p for p in (store / "nightly").glob("*/summary.json") if p.parent.name < night.isoformat()
+    )
+    for path in reversed(earlier):
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a half-written summary of a killed night: look further back
+    return None
+
+
+def run_analysis(store: Path) -> dict[str, Any]:
+    """`bkchaos analyze STORE` when this build has it (the Spark pipeline)."""
+    from harness.cli import cli
+
+    if "analyze" not in cli.commands:
+        return {
+            "status": "unavailable",
+            "message": "bkchaos analyze is not part of this build: no Spark trends tonight",
+        }
+    done = subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", "analyze", str(store)],
+        capture_output=True,
+        text=True,
+    )
+    output = (done.stdout + done.stderr).strip().splitlines()[-20:]
+    analysis = {
+        "status": "ok" if done.returncode == 0 else "failed",
+        "exit_code": done.returncode,
+        "output": "\n".join(output),
+    }
+    if (store / TRENDS_PAGE).exists():
+        analysis["trends"] = TRENDS_PAGE
+    return analysis
+
+
+def replay_command(spec: TestSpec, run_dir: Path | None) -> str:
+    """The `bkchaos test` command line that repeats `spec` (its schedule from test.json)."""
+    from harness.cli.test import test
+
+    args = ["bkchaos", "test"]
+    for param in test.params:
+        if param.name not in SPEC_FIELDS:
+            continue
+        value = getattr(spec, param.name)
+        flag = param.opts[0]
+        if param.name == "schedule":
+            if value:
+                args += [flag, str(Path(run_dir or ".") / "test.json")]
+        elif isinstance(value, tuple):
+            if getattr(param, "multiple", False):
+                args += [a for v in value for a in (flag, v)]
+            elif value:
+                args += [flag, ",".join(value)]
+        elif value != param.default:
+            args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return " ".join(args)
+
+
+def store_name(text: str) -> str:
+    """A directory-safe name for the store (test names with parameters, cell ids)."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_") or "chaos"
+
+
+# ---- the summary page ------------------------------------------------------------------
+
+
+def write_summary(summary: dict[str, Any], store: Path) -> Path:
+    """Write `nightly/<date>/summary.json` and `index.html`; point `nightly/latest` there."""
+    night_dir = store / "nightly" / summary["date"]
+    night_dir.mkdir(parents=True, exist_ok=True)
+    (night_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    (night_dir / "index.html").write_text(render_html(summary))
+    latest = store / "nightly" / "latest"
+    tmp = latest.with_name("latest.tmp")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(summary["date"])
+    tmp.replace(latest)
+    return night_dir / "index.html"
+
+
+def render_html(summary: dict[str, Any]) -> str:
+    """A self-contained page: the failures first, then what changed, then everything."""
+    e = html.escape
+    runs = summary["runs"]
+    clean_bad = len(summary["failures"])
+    headline = (
+        f"{clean_bad} clean run(s) not valid"
+        if clean_bad
+        else "every clean run valid"
+        if runs
+        else "no runs"
+    )
+    parts = [
+        f"<h1>bkchaos nightly {e(summary['date'])}</h1>",
+        f"<p class={'bad' if summary['exit_code'] else 'good'}><b>{e(headline)}</b> · "
+        f"{len(runs)} runs of {summary['cells']} cells in {summary.get('elapsed_s', 0):g}s "
+        f"(budget {summary['budget_s']:g}s, {summary['run_length_s']:g}s each) · "
+        f"exit code {summary['exit_code']}"
+        + (" · <b>interrupted</b>" if summary.get("interrupted") else "")
+        + "</p>",
+        "<h2>Failed tonight</h2>",
+        _runs_table(summary["failures"]) if summary["failures"] else "<p>nothing</p>",
+        f"<h2>New since {e(summary['previous_date'] or 'the first night')}</h2>",
+        _items(summary["new"]),
+        "<h2>Resolved since then</h2>",
+        _items(summary["resolved"]),
+        "<h2>Seeded bug detection</h2>",
+        _detection_table(summary["detection"]),
+        "<h2>Spark analysis</h2>",
+        _analysis(summary["analysis"]),
+        "<h2>All runs</h2>",
+        _runs_table(runs) if runs else "<p>none</p>",
+        "<h2>Not run tonight (budget)</h2>",
+        _items(summary["not_run"]),
+    ]
+    return (
+        "<!doctype html><html><head><meta charset=utf-8>"
+        f"<title>bkchaos nightly {e(summary['date'])}</title><style>{_CSS}</style></head>"
+        f"<body>{''.join(parts)}</body></html>\n"
+    )
+
+
+_CSS = (
+    "body{font-family:sans-serif;margin:2em;max-width:80em}"
+    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;"
+    "text-align:left;vertical-align:top}.bad{color:#b00}.good{color:#070}"
+    ".invalid,.error{background:#fdd}.unknown,.missed{background:#ffd}.caught{background:#dfd}"
+    "code{font-size:85%}"
+)
+
+
+def _runs_table(runs: list[dict[str, Any]]) -> str:
+    e = html.escape
+    rows = []
+    for run in runs:
+        target = run["report"] or run["run_dir"]
+        link = f"<a href='../../{e(target)}'>{e(run['run_dir'])}</a>" if target else "–"
+        detail = ", ".join(run["anomaly_types"]) or run.get("error", "")
+        shade = run["verdict"]
+        if not run["clean"] and shade in ("valid", "invalid"):  # a seeded bug should be caught
+            shade = "caught" if shade == "invalid" else "missed"
+        rows.append(
+            f"<tr class={shade}><td>{e(run['cell'])}</td><td>{run['seed']}</td>"
+            f"<td>{e(run['verdict'])}</td><td>{e(detail)}</td><td>{run.get('seconds', '')}</td>"
+            f"<td>{link}</td><td><code>{e(run['replay'])}</code></td></tr>"
+        )
+    return (
+        "<table><tr><th>cell</th><th>seed</th><th>verdict</th><th>anomalies</th><th>s</th>"
+        f"<th>run</th><th>replay</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _detection_table(detection: dict[str, dict[str, Any]]) -> str:
+    if not detection:
+        return "<p>no seeded bugs tonight</p>"
+    rows = "".join(
+        f"<tr><td>{html.escape(bug)}</td><td>{d['detected']}/{d['runs']}</td>"
+        f"<td>{d['rate']:.0%}</td><td>{html.escape(', '.join(d['anomaly_types']))}</td></tr>"
+        for bug, d in sorted(detection.items())
+    )
+    return (
+        f"<table><tr><th>bugs</th><th>caught</th><th>rate</th><th>anomalies</th></tr>{rows}</table>"
+    )
+
+
+def _analysis(analysis: dict[str, Any]) -> str:
+    text = analysis.get("message") or analysis.get("output") or ""
+    trends = analysis.get("trends")
+    link = f" · <a href='../../{html.escape(trends)}'>trends across nights</a>" if trends else ""
+    return f"<p>{html.escape(analysis['status'])}{link}</p><pre>{html.escape(text)}</pre>"
+
+
+def _items(items: list[str]) -> str:
+    if not items:
+        return "<p>nothing</p>"
+    return "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"

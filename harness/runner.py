@@ -1,0 +1,190 @@
+"""`run_test`: a TestSpec in, a checked run directory out.
+
+Start the cluster, run the controller, always heal and tear down (also on Ctrl-C and
+SIGTERM), collect the node logs, check the history and write `results.json`. An
+interrupted run still writes and checks what it recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import checkers
+from harness.controller import Controller, RunCounters, Workload
+from harness.generator import Generator
+from harness.history import HistoryWriter
+from harness.report import try_write_report
+from harness.runtime import make_cluster
+from harness.runtime.local import LocalCluster
+from harness.store import collect_logs, link_latest, new_run_dir
+from harness.testspec import TestSpec
+from nemesis.base import Composed
+from nemesis.clock import ClockNemesis
+from nemesis.combined import CombinedCycle
+from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
+from nemesis.net import PacketNemesis, PartitionNemesis
+from nemesis.process import KillNemesis, PauseNemesis
+from nemesis.schedule import FaultCycle, ScheduleReplay
+from workloads.ledger import LedgerWorkload
+from workloads.log import LogWorkload
+from workloads.recovery_race import RecoveryRaceWorkload
+from workloads.tail import TailWorkload
+from workloads.unbounded import UnboundedWorkload
+
+CLUSTER_READY_TIMEOUT_S = 60.0
+EXIT_CODES = {True: 0, False: 1, "unknown": 2}
+WORKLOADS: dict[str, Callable[[TestSpec], Workload]] = {
+    "ledger": LedgerWorkload.from_spec,
+    "log": LogWorkload.from_spec,
+    "unbounded": UnboundedWorkload.from_spec,
+    "tail": TailWorkload.from_spec,
+    "recovery-race": RecoveryRaceWorkload.from_spec,
+}
+
+
+def exit_code(results: dict[str, Any]) -> int:
+    return EXIT_CODES[results["valid"]]
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C, so a killed controller still heals and tears down."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _wait_until_serving(cluster: LocalCluster) -> Callable[[], None]:
+    def wait() -> None:
+        deadline = time.monotonic() + CLUSTER_READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            state = cluster.status()
+            if state["zk_serving"] and all(b["registered"] for b in state["bookies"]):
+                return
+            time.sleep(0.2)
+
+    return wait
+
+
+def _nemesis(cluster: Any, seed: int) -> Composed:
+    """Every nemesis; a kind the runtime cannot inject never gets here, as the spec's
+    validation refuses it (testspec.RUNTIME_NEMESES)."""
+    return Composed(
+        [
+            PauseNemesis(cluster),
+            KillNemesis(cluster),
+            WipeNemesis(cluster),
+            PowerLossNemesis(cluster),
+            CorruptNemesis(cluster, seed),
+            ClockNemesis(cluster, seed),
+            PartitionNemesis(cluster, seed),
+            PacketNemesis(cluster),
+        ]
+    )
+
+
+def _schedule(spec: TestSpec, bookies: tuple[str, ...]) -> Generator | None:
+    """Replay an explicit schedule, cycle one fault kind, or combine several."""
+    if spec.schedule:
+        return ScheduleReplay(spec.schedule)
+    if not spec.nemesis:
+        return None
+    cycle = FaultCycle if len(spec.nemesis) == 1 else CombinedCycle
+    return cycle(spec.nemesis, bookies, spec.nemesis_interval)
+
+
+def _nemesis_result(counters: RunCounters) -> dict[str, Any]:
+    """Faults that could not be proven make the run's verdict unknown, never a silent pass."""
+    return {
+        "valid": "unknown" if counters.fault_errors else True,
+        "faults": len(counters.faults),
+        "errors": counters.fault_errors,
+    }
+
+
+def check_run(history_path: Path, counters: RunCounters) -> dict[str, Any]:
+    results = checkers.check(history_path)
+    nemesis = _nemesis_result(counters)
+    results["checkers"]["nemesis"] = nemesis
+    results["valid"] = checkers.merge_valid([results["valid"], nemesis["valid"]])
+    return results
+
+
+def run_test(
+    spec: TestSpec, on_progress: Callable[[RunCounters, float], None] | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """Run `spec` and return (run directory, results)."""
+    run_dir = new_run_dir(Path(spec.store), spec.name)
+    (run_dir / "test.json").write_text(spec.to_json())
+    nodes_dir = run_dir / "nodes"
+    cluster = make_cluster(spec, nodes_dir)
+    history_path = run_dir / "history.jsonl"
+    counters = RunCounters()
+    interrupted = False
+    with _sigterm_as_interrupt(), HistoryWriter(history_path) as history:
+        try:
+            cluster.up()
+            schedule = _schedule(spec, tuple(b.name for b in cluster.bookies))
+            controller = Controller(
+                history=history,
+                workload=WORKLOADS[spec.workload](spec),
+                agents=[(a.name, a.host, a.port) for a in cluster.agents],
+                nemesis=_nemesis(cluster, spec.seed),
+                fault_schedule=schedule,
+                seed=spec.seed,
+                concurrency=spec.concurrency,
+                time_limit=spec.time_limit,
+                op_timeout=spec.op_timeout,
+                rate=spec.rate,
+                wait_for_cluster=_wait_until_serving(cluster),
+                counters=counters,
+            )
+            asyncio.run(_with_progress(controller, history, on_progress))
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            cluster.down()
+            collect_logs(nodes_dir, run_dir)
+            shutil.rmtree(nodes_dir, ignore_errors=True)
+    results = check_run(history_path, counters)
+    if interrupted:
+        results["interrupted"] = True
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    try_write_report(run_dir)  # a report failure is logged; the run and its results stay
+    link_latest(run_dir)
+    return run_dir, results
+
+
+async def _with_progress(
+    controller: Controller,
+    history: HistoryWriter,
+    on_progress: Callable[[RunCounters, float], None] | None,
+) -> None:
+    if on_progress is None:
+        await controller.run()
+        return
+
+    async def report() -> None:
+        while True:
+            on_progress(controller.counters, history.elapsed_s())
+            await asyncio.sleep(0.5)
+
+    reporter = asyncio.create_task(report())
+    try:
+        await controller.run()
+    finally:
+        reporter.cancel()

@@ -1,0 +1,54 @@
+"""The store: one directory per run, `store/<test>/<timestamp>/`, with `latest` links.
+
+A run directory holds `test.json`, `history.jsonl`, `results.json`, `report.html`,
+`logs/<node>/…` and `bkchaos.log`. `store/latest` and `store/<test>/latest` point at the
+newest run so people (and `bkchaos check store/latest`) find it without looking.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from harness.errors import UserError
+
+
+def new_run_dir(store: Path, test_name: str) -> Path:
+    """Create and return a fresh run directory (a suffix keeps same-second runs apart)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    try:
+        base = store / test_name
+        base.mkdir(parents=True, exist_ok=True)
+        for suffix in ("", *(f"-{i}" for i in range(1, 1000))):
+            run_dir = base / f"{stamp}{suffix}"
+            try:
+                run_dir.mkdir()
+                return run_dir
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise UserError(f"cannot write to the store {store}: {exc}; pass --store DIR") from exc
+    raise UserError(f"too many runs of {test_name} at {stamp} in {store}")
+
+
+def link_latest(run_dir: Path) -> None:
+    """Point `<test>/latest` and the store's `latest` at `run_dir` (relative links)."""
+    test_dir = run_dir.parent
+    for link, target in (
+        (test_dir / "latest", run_dir.name),
+        (test_dir.parent / "latest", f"{test_dir.name}/{run_dir.name}"),
+    ):
+        tmp = link.with_name(link.name + ".tmp")
+        tmp.unlink(missing_ok=True)
+        os.symlink(target, tmp)
+        tmp.replace(link)
+
+
+def collect_logs(nodes_dir: Path, run_dir: Path) -> None:
+    """Copy each node's `*.log` into `logs/<node>/` of the run."""
+    for log in sorted(nodes_dir.glob("*/*.log")):
+        dest = run_dir / "logs" / log.parent.name
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(log, dest / log.name)

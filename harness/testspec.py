@@ -1,0 +1,131 @@
+"""A test is one plain, serialisable value (Jepsen's test map), saved as `test.json`.
+
+The CLI, the pytest plugin and the nightly driver all build this same object; everything
+random in a run derives from `seed`, so `test.json` is enough to re-run it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from bookie_image import bugs
+from harness.errors import UserError
+from nemesis.schedule import check_steps, schedule_kinds
+
+WORKLOADS = ("ledger", "log", "unbounded", "tail", "recovery-race")
+"""Kept in step with harness.runner.WORKLOADS (the factories) by a unit test."""
+NEMESES = ("kill", "pause", "wipe", "power-loss", "corrupt", "clock", "clock-strobe")
+"""Faults a correct build survives without anomalies: the pool schedules are drawn from."""
+OPT_IN_NEMESES = ("wipe-reset",)
+"""Operator errors that really lose acknowledged data: expected to cause anomalies."""
+NETWORK_NEMESES = ("partition", "packet")
+"""iptables / tc inside the nodes: they need containers (docs/nemeses.md)."""
+RUNTIME_NEMESES = {
+    "local": (*NEMESES, *OPT_IN_NEMESES),
+    "docker": ("kill", "pause", "wipe", "power-loss", "corrupt", "wipe-reset", *NETWORK_NEMESES),
+}
+"""What each runtime can inject; anything else is refused before the run starts."""
+RUNTIMES = tuple(RUNTIME_NEMESES)
+MAX_ENTRY_SIZE = 1 << 20
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """Everything that defines a run."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    name: str = "bkchaos"
+    runtime: str = "local"
+    workload: str = "ledger"
+    nemesis: tuple[str, ...] = ()
+    nemesis_interval: float = 5.0
+    time_limit: float = 30.0
+    concurrency: int = 4
+    clients: int = 2
+    rate: float = 200.0
+    op_timeout: float = 10.0
+    bookies: int = 3
+    ensemble: int = 3
+    write_quorum: int = 2
+    ack_quorum: int = 2
+    digest: str = "crc32c"
+    id_bits: int = 64
+    entry_size: int = 0
+    """Payloads are padded to this many bytes (0: as short as they come, a few bytes)."""
+    bugs: tuple[str, ...] = ()
+    seed: int = 0
+    store: str = "store"
+    schedule: tuple[dict[str, Any], ...] = ()
+    """Explicit fault steps replayed as given instead of the seeded FaultCycle."""
+    argv: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if self.schedule and not self.nemesis:  # the schedule says which nemeses it needs
+            object.__setattr__(self, "nemesis", self._schedule_kinds())
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse a test that cannot run, naming the parameter and what to do."""
+        if self.workload not in WORKLOADS:
+            raise UserError(f"unknown workload {self.workload!r}; choose one of {WORKLOADS}")
+        known = (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES)
+        unknown = [n for n in self.nemesis if n not in known]
+        if unknown:
+            raise UserError(f"unknown nemesis {unknown}; choose from {known}")
+        if self.runtime not in RUNTIMES:
+            raise UserError(f"unknown runtime {self.runtime!r}; choose one of {RUNTIMES}")
+        unsupported = [n for n in self.nemesis if n not in RUNTIME_NEMESES[self.runtime]]
+        if unsupported:
+            raise UserError(
+                f"nemesis {unsupported} is not supported on the {self.runtime} runtime "
+                f"(it supports {RUNTIME_NEMESES[self.runtime]}); see docs/nemeses.md"
+            )
+        if not 1 <= self.ack_quorum <= self.write_quorum <= self.ensemble:
+            raise UserError(
+                f"need 1 <= AQ <= WQ <= E, got E={self.ensemble} WQ={self.write_quorum} "
+                f"AQ={self.ack_quorum}"
+            )
+        if self.ensemble > self.bookies:
+            raise UserError(
+                f"an ensemble of {self.ensemble} needs at least {self.ensemble} bookies, "
+                f"but --bookies is {self.bookies}"
+            )
+        if self.id_bits not in (64, 128):
+            raise UserError(f"--id-bits must be 64 or 128, got {self.id_bits}")
+        if not 0 <= self.entry_size <= MAX_ENTRY_SIZE:
+            raise UserError(f"--entry-size must be 0..{MAX_ENTRY_SIZE}, got {self.entry_size}")
+        for name in ("time_limit", "rate", "op_timeout", "nemesis_interval"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"--{name.replace('_', '-')} must be positive")
+        try:
+            bugs.parse(",".join(self.bugs))
+        except bugs.UnknownBugError as exc:
+            raise UserError(f"--bug: {exc}") from None
+        if self.concurrency < 1 or self.clients < 1:
+            raise UserError("--concurrency and --clients must be at least 1")
+        missing = [k for k in self._schedule_kinds() if k not in self.nemesis]
+        if missing:
+            raise UserError(f"the schedule uses {missing}: add them to --nemesis or omit it")
+
+    def _schedule_kinds(self) -> tuple[str, ...]:
+        """The nemesis kinds of a schedule that can replay on this cluster."""
+        try:
+            check_steps(self.schedule, [f"b{i + 1}" for i in range(self.bookies)])
+        except ValueError as exc:
+            raise UserError(f"{exc}; fix the schedule file or draw a new one") from None
+        return schedule_kinds(self.schedule)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TestSpec:
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(data) - known)
+        if extra:
+            raise UserError(f"test.json has unknown keys {extra}")
+        tuples = {k: tuple(v) for k, v in data.items() if isinstance(v, list)}
+        return cls(**{**data, **tuples})

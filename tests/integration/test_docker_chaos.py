@@ -1,0 +1,182 @@
+"""`bkchaos test --runtime docker` end to end: ZooKeeper, bookies and client agents each in
+their own container, the controller on this host talking to the agents through 127.0.0.1.
+
+Every `bkchaos` here runs from the session's snapshot of the tree (cwd and import path),
+so its image is the one the session fixture built: the runtime's own build step finds it
+cached, and edits made meanwhile in the shared tree change nothing under test. Each test
+proves that nothing labelled with its run is left in the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+import checkers
+from tests.integration.test_docker_runtime import client, image, labelled, source_snapshot
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+__all__ = ["client", "image", "source_snapshot"]  # session fixtures, shared
+
+BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
+SHORT_RUN = ["--time-limit", "20", "--nemesis", "kill,pause", "--nemesis-interval", "3"]
+
+
+def bkchaos(snapshot: Path, *args: object, **popen: Any) -> subprocess.Popen:
+    """`bkchaos ARGS` running the snapshot's code (so it builds the snapshot's image)."""
+    env = {**os.environ, "PYTHONPATH": str(snapshot)}
+    return subprocess.Popen([*BKCHAOS, *map(str, args)], cwd=snapshot, env=env, text=True, **popen)
+
+
+def wait_for(found: Callable[[], Any], what: str, timeout: float = 180) -> Any:
+    """`found()`'s first truthy value, polled for at most `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = found()
+        if value:
+            return value
+        time.sleep(0.5)
+    pytest.fail(f"{what} within {timeout:.0f}s")
+
+
+def run_id_of(store: Path) -> str:
+    """The run id of the (single) docker run in `store`, once its cluster state exists."""
+
+    def read() -> str | None:
+        for state in store.glob("*/*/nodes/cluster.json"):
+            try:
+                return json.loads(state.read_text())["run_id"]
+            except (OSError, ValueError):
+                return None
+        return None
+
+    return wait_for(read, "the run never created its cluster")
+
+
+def history_with_ops(store: Path) -> list[Path]:
+    """The run's history once ops are recorded (so its cluster is fully up)."""
+    return [p for p in store.glob("ledger/*/history.jsonl") if p.stat().st_size > 5_000]
+
+
+def test_cluster_up_with_agents_reachable_on_loopback_only(
+    client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
+) -> None:
+    began = time.monotonic()
+    up = bkchaos(
+        source_snapshot,
+        *("cluster", "up", "--runtime", "docker", "--clients", "2", "--json"),
+        *("--image", image, "--dir", tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = up.communicate(timeout=300)
+    print(f"cluster up (zk + 3 bookies + 2 agents) took {time.monotonic() - began:.1f}s")
+    assert up.returncode == 0, err
+    state = json.loads(out)
+    try:
+        prefix = state["subnet"].rsplit(".", 1)[0]
+        assert [(c["name"], c["ip"]) for c in state["clients"]] == [
+            ("c1", f"{prefix}.101"),
+            ("c2", f"{prefix}.102"),
+        ]
+        for agent in state["clients"]:
+            assert agent["alive"] and agent["host"] == "127.0.0.1"
+            bindings = client.containers.get(agent["container"]).ports["7000/tcp"]
+            assert [b["HostIp"] for b in bindings] == ["127.0.0.1"]  # never other interfaces
+            with socket.create_connection((agent["host"], agent["port"]), timeout=10) as sock:
+                sock.sendall(b'{"id": 1, "f": "ping"}\n')
+                assert b'"ok"' in sock.makefile("rb").readline()
+    finally:
+        down = bkchaos(source_snapshot, "cluster", "down", "--dir", tmp_path)
+        down.wait(timeout=120)
+    assert down.returncode == 0
+    assert all(not v for v in labelled(client, state["run_id"]).values())
+    assert (tmp_path / "c1" / "agent.log").is_file()  # collected before removal
+
+
+def test_short_run_under_kills_and_pauses_checks_valid(
+    client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    run = bkchaos(
+        source_snapshot,
+        *("test", "--runtime", "docker", "--store", store, *SHORT_RUN, "--seed", "7"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    run_id = run_id_of(store)
+    output, _ = run.communicate(timeout=400)
+    assert run.returncode == 0, output
+    run_dir = (store / "latest").resolve()
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["valid"] is True
+    assert results["stats"]["appends_ok"] > 20
+    assert results["checkers"]["nemesis"]["faults"] >= 2  # faults happened and were proven
+    assert json.loads((run_dir / "test.json").read_text())["runtime"] == "docker"
+    nodes = {"zk1", "b1", "b2", "b3", "b4", "c1", "c2"}
+    assert {p.name for p in (run_dir / "logs").iterdir()} == nodes
+    assert (run_dir / "logs" / "c1" / "agent.log").stat().st_size > 0
+    assert all(not v for v in labelled(client, run_id).values())
+
+
+def test_sigint_tears_down_and_leaves_a_checkable_history(
+    client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    run = bkchaos(
+        source_snapshot,
+        *("test", "--runtime", "docker", "--store", store, "--time-limit", "120"),
+        *("--nemesis", "kill", "--nemesis-interval", "2", "--bug", "no-cookie"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    run_id = run_id_of(store)
+    wait_for(lambda: history_with_ops(store), "the run never got going")
+    for container in labelled(client, run_id)["containers"]:  # seeded bugs reach every node
+        node = container.labels["bkchaos.node"]
+        if node != "zk1":
+            assert "BKCHAOS_BUGS=no-cookie" in container.attrs["Config"]["Env"], node
+    run.send_signal(signal.SIGINT)
+    output, _ = run.communicate(timeout=180)
+    assert run.returncode in (0, 1, 2), output
+    assert "interrupted" in output
+    assert all(not v for v in labelled(client, run_id).values())
+    history = store / "latest" / "history.jsonl"
+    assert checkers.check(history)["valid"] in (True, "unknown")
+    ops = [json.loads(line) for line in history.read_text().splitlines()]
+    assert any(op["f"] == "heal" and op["type"] == "info" for op in ops)
+    assert (history.parent / "logs" / "b1" / "bookie.log").is_file()
+
+
+def test_sigkill_of_the_controller_then_gc_leaves_nothing(
+    client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    run = bkchaos(
+        source_snapshot,
+        *("test", "--runtime", "docker", "--store", store, "--time-limit", "120"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    run_id = run_id_of(store)
+    wait_for(lambda: history_with_ops(store), "the run never got going")
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=30)
+    assert labelled(client, run_id)["containers"]  # SIGKILL cannot clean up …
+    gc = bkchaos(source_snapshot, "gc", "--run", run_id, stdout=subprocess.PIPE)
+    out, _ = gc.communicate(timeout=120)
+    assert gc.returncode == 0 and "removed 7 containers, 1 networks, 5 volumes" in out, out
+    assert all(not v for v in labelled(client, run_id).values())  # … gc does
+    [history] = store.glob("ledger/*/history.jsonl")
+    assert checkers.check(history)["valid"] in (True, "unknown")  # a checkable prefix

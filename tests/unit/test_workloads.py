@@ -1,0 +1,194 @@
+"""Workload op generation and learning, without a cluster.
+
+Scenario tests drive one workload by hand; the model test runs every workload against an
+in-memory, sequential ledger service and checks the history it would record: whatever
+the workloads generate must be well-formed and valid on a correct service.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+import checkers
+from harness import runner, testspec
+from harness.generator import PENDING, Context
+from harness.testspec import TestSpec
+from workloads.common import Payloads
+from workloads.log import LogWorkload
+from workloads.recovery_race import RecoveryRaceWorkload
+from workloads.tail import TailWorkload
+from workloads.unbounded import UnboundedWorkload
+
+
+def ctx(process: int, seed: int = 0) -> Context:
+    return Context(0.0, process, random.Random(seed))
+
+
+def complete(w: Any, process: int, op: dict, kind: str = "ok", **result: Any) -> None:
+    value = {**op["value"], **result} if kind == "ok" else None
+    w.observe(process, op, kind, value, None if kind == "ok" else "EFENCED")
+
+
+def test_registry_and_spec_name_the_same_workloads_with_known_checkers() -> None:
+    assert tuple(runner.WORKLOADS) == testspec.WORKLOADS
+    for name, make in runner.WORKLOADS.items():
+        workload = make(TestSpec(workload=name))
+        assert set(workload.checkers) <= set(checkers.CHECKERS)
+        assert workload.generator().op(ctx(0))["f"] == "create"
+
+
+def test_options_reach_the_ops() -> None:
+    spec = TestSpec(workload="log", ensemble=4, write_quorum=3, ack_quorum=2, bookies=4,
+                    id_bits=128, entry_size=64, digest="crc32")  # fmt: skip
+    w = runner.WORKLOADS["log"](spec)
+    create = w.next_op(ctx(0))
+    stream = create["value"].pop("stream")
+    assert stream in ("s0", "s1")
+    assert create["value"] == {"ensemble": 4, "write_quorum": 3, "ack_quorum": 2,
+                               "digest": "crc32", "id_bits": 128, "seq": 0}  # fmt: skip
+    complete(w, 0, create, ledger="00ab", ensemble=4, wq=3, aq=2)
+    assert len(w.next_op(ctx(0))["value"]["payload"]) == 64
+
+
+def test_padded_payloads_stay_unique() -> None:
+    payloads = Payloads(size=8)
+    made = [payloads.next(p) for p in (1, 11, 1, 11) for _ in range(30)]
+    assert len(set(made)) == len(made) and all(len(p) >= 8 for p in made)
+
+
+@pytest.mark.parametrize("bad", [{"id_bits": 32}, {"entry_size": -1}])
+def test_bad_options_are_refused(bad: dict) -> None:
+    with pytest.raises(testspec.UserError):
+        TestSpec(**bad)
+
+
+def test_log_takeover_fences_then_starts_the_next_ledger_and_the_old_writer_drops_out() -> None:
+    w = LogWorkload(concurrency=2, takeover_fraction=1.0, rollover_fraction=0.0)
+    assert [s.name for s in w.streams] == ["s0"]
+    create = w.next_op(ctx(0))
+    complete(w, 0, create, ledger=10)
+    append = w.next_op(ctx(0))
+    assert append["value"] == {"ledger": 10, "stream": "s0", "seq": 0, "payload": "0-0"}
+    recover = w.next_op(ctx(1))  # process 1 takes the stream over: fence ledger 10 first
+    assert recover == {"f": "recover", "value": {"ledger": 10, "stream": "s0"}}
+    assert w.next_op(ctx(0))["f"] == "append"  # the deposed writer does not know yet
+    complete(w, 1, recover, last_entry=0)
+    create = w.next_op(ctx(1))
+    assert create["value"]["seq"] == 1
+    complete(w, 1, create, ledger=11)
+    complete(w, 0, w.next_op(ctx(0)), kind="info")  # fenced
+    assert 0 not in w.writing and w.streams[0].owner == 1
+    assert w.next_op(ctx(1))["value"]["ledger"] == 11
+    assert w.sealed == [10]
+
+
+def test_log_rollover_closes_its_own_ledger_and_a_failed_seal_frees_the_stream() -> None:
+    w = LogWorkload(concurrency=2, takeover_fraction=0.0, rollover_fraction=1.0)
+    complete(w, 0, w.next_op(ctx(0)), ledger=10)
+    close = w.next_op(ctx(0))
+    assert close == {"f": "close", "value": {"ledger": 10, "stream": "s0"}}
+    complete(w, 0, close, kind="info")
+    assert w.streams[0].owner is None and not w.streams[0].sealed and 0 not in w.writing
+    assert w.next_op(ctx(2))["f"] == "recover"  # the next taker must fence it
+
+
+def test_unbounded_takeover_uses_terms() -> None:
+    w = UnboundedWorkload(concurrency=2, takeover_fraction=1.0)
+    create = w.next_op(ctx(0))
+    assert create["value"]["mode"] == "unbounded"
+    complete(w, 0, create, ledger=5, term=1)
+    assert w.next_op(ctx(0))["value"]["term"] == 1
+    take = w.next_op(ctx(1))
+    assert take == {"f": "take-over", "value": {"ledger": 5, "stream": "s0"}}
+    complete(w, 1, take, last_entry=3, term=2)
+    assert w.next_op(ctx(1))["value"]["term"] == 2
+    assert w.next_op(ctx(0))["value"]["term"] == 1  # still tries through its own handle
+
+
+def test_tail_readers_follow_from_their_position_and_move_on_at_the_end() -> None:
+    w = TailWorkload(concurrency=2, rollover_fraction=0.0)
+    assert w.next_op(ctx(1)) is PENDING  # nothing to follow yet
+    complete(w, 0, w.next_op(ctx(0)), ledger=3)
+    reads = [w.next_op(ctx(1, seed)) for seed in range(6)]
+    assert {r["f"] for r in reads} == {"read", "read-lac"}
+    read = next(r for r in reads if r["f"] == "read")
+    assert read["value"] == {"ledger": 3, "wait_ms": 500, "mode": "tail", "from": 0}
+    complete(w, 1, read, lac=4, entries=[])
+    assert w.following[1].next == 5
+    complete(w, 0, {"f": "close", "value": {"ledger": 3}}, last_entry=6)
+    complete(w, 1, read, lac=6, entries=[])
+    assert 1 not in w.following
+
+
+def test_recovery_race_sends_every_other_worker_to_recover_the_same_ledger() -> None:
+    w = RecoveryRaceWorkload(concurrency=4, race_fraction=1.0)
+    complete(w, 0, w.next_op(ctx(0)), ledger=8)
+    racing = [w.next_op(ctx(p)) for p in (1, 2, 3)]
+    assert {op["value"]["ledger"] for op in racing} == {8}
+    assert all(op["f"] == "recover" or op["value"]["mode"] == "closed" for op in racing)
+    assert w.race is None and w.next_op(ctx(1))["value"]["mode"] == "tail"  # raced once
+
+
+class Model:
+    """A correct, sequential ledger service: every op takes effect at once."""
+
+    def __init__(self) -> None:
+        self.ledgers: dict[Any, dict[str, Any]] = {}
+
+    def run(self, f: str, v: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        led = self.ledgers.get(v.get("ledger"))
+        if f == "create":
+            lid = len(self.ledgers) if v.get("id_bits", 64) == 64 else f"{len(self.ledgers):032x}"
+            self.ledgers[lid] = {"entries": [], "closed": False, "term": 1}
+            unbounded = v.get("mode") == "unbounded"
+            return "ok", {"ledger": lid, "ensemble": 3, "wq": 2, "aq": 2} | (
+                {"term": 1} if unbounded else {}
+            )
+        if f == "append":
+            if led["closed"] or v.get("term", led["term"]) != led["term"]:
+                return "fail", None
+            led["entries"].append(v["payload"])
+            return "ok", {"entry": len(led["entries"]) - 1}
+        last = len(led["entries"]) - 1
+        if f in ("close", "recover") or v.get("mode") == "closed":
+            led["closed"] = True
+        if f == "take-over":
+            led["term"] += 1
+            return "ok", {"last_entry": last, "term": led["term"]}
+        if f == "read":
+            first = v.get("from", 0)
+            return "ok", {"lac": last, "entries": [[e, led["entries"][e]] for e in
+                                                     range(first, last + 1)]}  # fmt: skip
+        return "ok", {"lac": last} if f == "read-lac" else {"last_entry": last}
+
+
+@pytest.mark.parametrize("name", testspec.WORKLOADS)
+def test_every_workload_on_a_correct_service_gives_a_valid_history(name: str) -> None:
+    workload = runner.WORKLOADS[name](TestSpec(workload=name, concurrency=4))
+    model, history, rng = Model(), [], random.Random(7)
+    gen = workload.generator()
+
+    def record(kind: str, process: int, f: str, value: Any) -> None:
+        history.append({"index": len(history), "time": len(history), "type": kind,
+                        "process": process, "f": f, "value": value})  # fmt: skip
+
+    for step in range(3000):
+        process = step % 4
+        op = gen.op(Context(step / 100, process, rng))
+        if op is PENDING:
+            continue
+        record("invoke", process, op["f"], op["value"])
+        kind, result = model.run(op["f"], op["value"])
+        value = {**op["value"], **result} if kind == "ok" else op["value"]
+        record(kind, process, op["f"], value)
+        workload.observe(process, op, kind, value if kind == "ok" else None, "EFENCED")
+    for op in workload.final_ops():
+        record("invoke", 99, op["f"], op["value"])
+        record("ok", 99, op["f"], {**op["value"], **model.run(op["f"], op["value"])[1]})
+    results = checkers.check(history)
+    assert results["valid"] is True, results["anomalies"]
+    assert results["stats"]["appends_ok"] > 500
+    assert {op["f"] for op in history} >= {"create", "append", "read"}

@@ -1,0 +1,136 @@
+"""What every workload shares: how ledgers are made, unique payloads, writer bookkeeping
+and the final phase.
+
+A workload is an op source (`generator`) that learns from completions (`observe`) and
+names the ledgers the final phase must read closed (`final_ops`). The base class keeps
+what all of them need to know about the run so far, so each workload module only says
+what is particular to it: which op a process runs next and what a completion teaches it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from harness.generator import Context, Generator, Repeat
+
+if TYPE_CHECKING:
+    from harness.testspec import TestSpec
+
+Op = dict[str, Any]
+
+ALL_CHECKERS = ("ledger", "stream", "graph", "stats", "perf")
+TAIL_WINDOW = 32
+"""Tail reads ask for the last few entries known acknowledged, not the whole ledger: a
+reader following the log reads what is new, and long ledgers stay cheap to read."""
+
+
+@dataclass(frozen=True)
+class LedgerConfig:
+    """How ledgers are created (the test's E/WQ/AQ, digest, id bits) and how big entries are."""
+
+    ensemble: int = 3
+    write_quorum: int = 2
+    ack_quorum: int = 2
+    digest: str = "crc32c"
+    id_bits: int = 64
+    entry_size: int = 0
+
+    @classmethod
+    def from_spec(cls, spec: TestSpec) -> LedgerConfig:
+        return cls(
+            spec.ensemble,
+            spec.write_quorum,
+            spec.ack_quorum,
+            spec.digest,
+            spec.id_bits,
+            spec.entry_size,
+        )
+
+    def create(self, **extra: Any) -> Op:
+        """A `create` op for a ledger of this configuration; `extra` adds to its value."""
+        return {
+            "f": "create",
+            "value": {
+                "ensemble": self.ensemble,
+                "write_quorum": self.write_quorum,
+                "ack_quorum": self.ack_quorum,
+                "digest": self.digest,
+                "id_bits": self.id_bits,
+                **extra,
+            },
+        }
+
+
+@dataclass
+class Payloads:
+    """Unique payload strings, padded with dots to `size` characters (entry size).
+
+    The unpadded part never contains a dot, so padding cannot make two payloads equal."""
+
+    size: int = 0
+    _counter: itertools.count = field(default_factory=itertools.count)
+
+    def next(self, process: Any) -> str:
+        return f"{process}-{next(self._counter)}".ljust(self.size, ".")
+
+
+@dataclass
+class BaseWorkload:
+    """State every workload keeps: ledgers created, who writes what, what was acked."""
+
+    config: LedgerConfig = field(default_factory=LedgerConfig)
+    concurrency: int = 4
+    ledgers: list[Any] = field(default_factory=list)
+    writing: dict[int, Any] = field(default_factory=dict)
+    """Process -> what it writes (workload-specific); present while it holds a handle."""
+    acked: dict[Any, int] = field(default_factory=dict)
+    """Ledger -> the highest entry id an ok append returned."""
+    payloads: Payloads = field(default_factory=Payloads)
+
+    checkers: ClassVar[tuple[str, ...]] = ALL_CHECKERS
+
+    def __post_init__(self) -> None:
+        self.payloads.size = self.config.entry_size
+
+    @classmethod
+    def from_spec(cls, spec: TestSpec) -> BaseWorkload:
+        return cls(config=LedgerConfig.from_spec(spec), concurrency=spec.concurrency)
+
+    def generator(self) -> Generator:
+        return Repeat(self.next_op)
+
+    def next_op(self, ctx: Context) -> Op:
+        raise NotImplementedError
+
+    def append(self, ctx: Context, ledger: Any, **extra: Any) -> Op:
+        """An append of a fresh payload to `ledger`; `extra` adds to its value."""
+        payload = self.payloads.next(ctx.process)
+        return {"f": "append", "value": {"ledger": ledger, **extra, "payload": payload}}
+
+    def tail_read(self, ledger: Any, **extra: Any) -> Op:
+        """A tail read of the newest entries of `ledger` known to be acknowledged."""
+        first = max(0, self.acked.get(ledger, -1) - TAIL_WINDOW)
+        return {"f": "read", "value": {"ledger": ledger, "mode": "tail", "from": first, **extra}}
+
+    def observe(self, process: int, op: Op, kind: str, value: Any, error: str | None) -> None:
+        """Record new ledgers and acked entries, then let the workload learn the rest."""
+        f = op["f"]
+        if f == "create" and kind == "ok":
+            self.ledgers.append(value["ledger"])
+        elif f == "append" and kind == "ok":
+            ledger = value["ledger"]
+            self.acked[ledger] = max(self.acked.get(ledger, -1), value["entry"])
+        self.learn(process, op, kind, value, error)
+
+    def learn(self, process: int, op: Op, kind: str, value: Any, error: str | None) -> None:
+        """Workload-specific lessons from a completion (the base has none)."""
+
+    def final_ops(self) -> list[Op]:
+        """Closed reads of every ledger: the authoritative content the checkers judge by."""
+        return [{"f": "read", "value": {"ledger": lid, "mode": "closed"}} for lid in self.ledgers]
+
+    def worker(self, process: int) -> int:
+        """The worker (0 .. concurrency−1) a process id runs on; it survives retirements."""
+        return process % self.concurrency

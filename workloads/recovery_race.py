@@ -1,0 +1,67 @@
+"""The `recovery-race` workload: several clients recover the same ledger at once while
+its writer is still appending.
+
+A quarter of the workers write (create a ledger, append until fenced, start another).
+Every so often a race starts on one writer's current ledger: each of the other workers,
+as soon as it is free, recovers that ledger — with `recover`, or with a `closed` read,
+which recovers it too — through whichever agent it is on. The recoveries overlap with
+each other and with the writer's appends: fencing, recovery reads, write-back and the
+closing CAS all race. Every closed read must then report the same last entry and the
+same entries, and no acknowledged append may be missing (`divergence`, `lost-append`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.generator import PENDING, Context
+from workloads.common import BaseWorkload, Op
+
+
+@dataclass
+class Race:
+    ledger: Any
+    remaining: int
+
+
+@dataclass
+class RecoveryRaceWorkload(BaseWorkload):
+    race_fraction: float = 0.02
+    """Per op of a worker that does not write: chance it starts a race (if none is on)."""
+    race: Race | None = None
+    raced: set[Any] = field(default_factory=set)
+
+    @property
+    def writers(self) -> int:
+        return max(1, self.concurrency // 4)
+
+    @property
+    def racers(self) -> int:
+        return max(1, self.concurrency - self.writers)
+
+    def next_op(self, ctx: Context) -> Op | Any:
+        p: int = ctx.process  # type: ignore[assignment]
+        if self.worker(p) < self.writers:
+            mine = self.writing.get(p)
+            return self.config.create() if mine is None else self.append(ctx, mine)
+        targets = [lid for lid in self.writing.values() if lid not in self.raced]
+        if self.race is None and targets and ctx.rng.random() < self.race_fraction:
+            self.race = Race(ctx.rng.choice(targets), self.racers)
+            self.raced.add(self.race.ledger)
+        if self.race is not None:
+            ledger = self.race.ledger
+            self.race.remaining -= 1
+            if self.race.remaining <= 0:
+                self.race = None
+            if ctx.rng.random() < 0.5:
+                return {"f": "recover", "value": {"ledger": ledger}}
+            return {"f": "read", "value": {"ledger": ledger, "mode": "closed"}}
+        live = list(self.writing.values())
+        return self.tail_read(ctx.rng.choice(live)) if live else PENDING
+
+    def learn(self, process: int, op: Op, kind: str, value: Any, error: str | None) -> None:
+        if op["f"] == "create" and kind == "ok":
+            self.writing[process] = value["ledger"]
+        elif op["f"] == "append" and kind != "ok":
+            self.writing.pop(process, None)  # fenced by the race, or lost: start anew
