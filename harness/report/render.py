@@ -207,7 +207,7 @@ def write_report(run_dir: Path) -> Path:
         "test": run.test,
         "results": results,
         "verdict": VERDICTS[results["valid"]],
-        "command": reproduce_command(run.test),
+        "command": reproduce_command(run.test, run.dir),
         "duration_s": end_s,
         "anomalies": _anomalies(run),
         "figures": {"latency": scatter, "quantiles": quantiles, "rates": rates},

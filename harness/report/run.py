@@ -179,11 +179,12 @@ _FLAGS = {"write_quorum": "--wq", "ack_quorum": "--aq"}
 _NOT_FLAGS = ("runtime", "argv", "seed")
 
 
-def reproduce_command(test: dict[str, Any]) -> str:
+def reproduce_command(test: dict[str, Any], run_dir: Path | None = None) -> str:
     """The command that re-runs exactly this run: its argv, pinned to this run's seed.
 
     `--test-count` is dropped because each run of a batch has its own seed; a test built
-    by the pytest plugin or the nightly driver (no argv) gets its flags from test.json.
+    by the pytest plugin or the nightly driver (no argv) gets its flags from test.json,
+    and its fault schedule, which has no flag of its own, by `--schedule RUN_DIR/test.json`.
     """
     if not test:
         return ""
@@ -211,4 +212,6 @@ def reproduce_command(test: dict[str, Any]) -> str:
             args += [flag, ",".join(map(str, value))]
         else:
             args += [flag, str(value)]
+    if test.get("schedule"):
+        args += ["--schedule", str(Path(run_dir or ".") / "test.json")]
     return shlex.join([*args, "--seed", seed])

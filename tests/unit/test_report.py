@@ -180,6 +180,14 @@ def test_reproduce_command_pins_this_runs_seed() -> None:
     assert reproduce_command({}) == ""
 
 
+def test_a_drawn_schedule_replays_from_the_runs_own_test_json(tmp_path: Path) -> None:
+    step = {"at": 1.0, "f": "kill", "value": {"nodes": ["b1"]}}
+    spec = json.loads(TestSpec(schedule=(step,), seed=7).to_json())
+    command = reproduce_command(spec, tmp_path)
+    assert command.endswith(f"--schedule {tmp_path / 'test.json'} --seed 7")
+    assert "--nemesis kill" in command
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
