@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bookie_image.bookie.service import STATS_INTERVAL_S
 from bookie_image.protocol import (
     NEED_DATA,
     AddRequest,
@@ -122,7 +123,12 @@ def _level(
 
 
 def _fsync_count(log: Path) -> int | None:
-    """The bookie's journal fsync counter, from its last `journal-stats` log line."""
+    """The bookie's journal fsync counter once it is idle, from its last `journal-stats` line.
+
+    The bookie logs the counter within one stats interval of a change, so after two quiet
+    intervals the last line is exact (and the first line exists even before any load).
+    """
+    time.sleep(2 * STATS_INTERVAL_S + 0.1)
     count = None
     for line in log.read_text(errors="replace").splitlines():
         if '"journal-stats"' in line:

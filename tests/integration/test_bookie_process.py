@@ -275,7 +275,7 @@ def test_garbage_on_a_socket_does_not_take_the_bookie_down(make_bookie) -> None:
 
     # Pure garbage (an impossible length): that connection is closed, nobody else's.
     garbage = socket.create_connection(("127.0.0.1", bookie.port), timeout=10)
-    garbage.sendall(os.urandom(8) + b"\xff\xff\xff\xff" * 64)
+    garbage.sendall(b"\xff\xff\xff\xff" + os.urandom(256))  # length prefix first
     garbage.settimeout(10)
     while garbage.recv(4096):
         pass
