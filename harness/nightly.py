@@ -392,6 +392,8 @@ def replay_command(spec: TestSpec, run_dir: Path | None) -> str:
                 args += [a for v in value for a in (flag, v)]
             elif value:
                 args += [flag, ",".join(value)]
+        elif getattr(param, "is_flag", False):
+            args += [flag] if value else []
         elif value != param.default:
             args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     return " ".join(args)

@@ -53,6 +53,8 @@ class TestSpec:
     ack_quorum: int = 2
     digest: str = "crc32c"
     id_bits: int = 64
+    guaranteed_write_quorum: bool = False
+    """Ledgers keep every entry pending until all WQ bookies have it (reference 000)."""
     entry_size: int = 0
     """Payloads are padded to this many bytes (0: as short as they come, a few bytes)."""
     bugs: tuple[str, ...] = ()

@@ -36,6 +36,7 @@ class LedgerConfig:
     digest: str = "crc32c"
     id_bits: int = 64
     entry_size: int = 0
+    guaranteed_write_quorum: bool = False
 
     @classmethod
     def from_spec(cls, spec: TestSpec) -> LedgerConfig:
@@ -46,6 +47,7 @@ class LedgerConfig:
             spec.digest,
             spec.id_bits,
             spec.entry_size,
+            spec.guaranteed_write_quorum,
         )
 
     def create(self, **extra: Any) -> Op:
@@ -58,6 +60,8 @@ class LedgerConfig:
                 "ack_quorum": self.ack_quorum,
                 "digest": self.digest,
                 "id_bits": self.id_bits,
+                # only when on, so histories of the default configuration stay as they were
+                **({"guaranteed_write_quorum": True} if self.guaranteed_write_quorum else {}),
                 **extra,
             },
         }

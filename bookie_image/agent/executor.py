@@ -46,9 +46,18 @@ class LedgerOptions:
     password: str = "bkchaos"
     id_bits: int = 64
     mode: str = "bounded"
+    guaranteed_write_quorum: bool = False
 
     def merged(self, value: dict[str, Any]) -> LedgerOptions:
-        keys = ("ensemble", "write_quorum", "ack_quorum", "digest", "id_bits", "mode")
+        keys = (
+            "ensemble",
+            "write_quorum",
+            "ack_quorum",
+            "digest",
+            "id_bits",
+            "mode",
+            "guaranteed_write_quorum",
+        )
         return LedgerOptions(**{**self.__dict__, **{k: value[k] for k in keys if k in value}})
 
 
@@ -103,6 +112,7 @@ class Executor:
             digest=opts.digest,
             id_bits=opts.id_bits,
             mode=opts.mode,
+            guaranteed_write_quorum=opts.guaranteed_write_quorum,
         )
         result = {
             "ledger": lh.id,

@@ -84,6 +84,7 @@ class BookKeeper:
         scope: int | None = None,
         mode: str = "bounded",
         max_fragment_entries: int = 0,
+        guaranteed_write_quorum: bool = False,
     ) -> LedgerHandle:
         """Create a ledger on ``ensemble`` bookies chosen at random among the writable ones.
 
@@ -93,7 +94,10 @@ class BookKeeper:
         ``mode="unbounded"`` makes a ledger that other clients may take over in turn
         (:meth:`take_over_ledger`), fenced by terms instead of the once-only fence.
         ``max_fragment_entries`` > 0 moves writes to a fresh random ensemble each time the
-        last fragment holds that many entries.
+        last fragment holds that many entries. ``guaranteed_write_quorum`` keeps every
+        entry pending until all WQ bookies of its write set have it (a bookie that fails after
+        the ack quorum answered is replaced and sent the entry again); without a replacement
+        the writer fails instead of carrying on with AQ copies.
         """
         QuorumConfig(ensemble, write_quorum, ack_quorum)  # validates
         digest_type = DigestType.parse(digest)
@@ -131,6 +135,7 @@ class BookKeeper:
             custom=dict(custom or {}),
             unbounded=mode == "unbounded",
             max_fragment_entries=max_fragment_entries,
+            guaranteed_write_quorum=guaranteed_write_quorum,
         )
         versioned = await self._store.create(metadata)
         return LedgerHandle(self._ctx, versioned, master_key_for(password))

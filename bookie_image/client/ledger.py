@@ -380,8 +380,10 @@ class _PendingAdd:
     entry_id: int
     length: int
     data: bytes  # the encoded entry, re-sent verbatim after an ensemble change
-    future: asyncio.Future[int]
+    future: asyncio.Future[int]  # resolves once the entry is confirmed (under the LAC)
+    retired: asyncio.Future[None]  # resolves once the writer is done with the entry
     sent: dict[int, str] = field(default_factory=dict)  # ensemble slot -> bookie sent to
+    stored: set[int] = field(default_factory=set)  # slots whose current bookie acked it
 
 
 class Writer:
@@ -390,6 +392,10 @@ class Writer:
 
     In ``recovery`` mode the adds carry RECOVERY_ADD and the LAC frozen at recovery start,
     and ensemble changes require the metadata to be IN_RECOVERY instead of OPEN.
+
+    With a guaranteed write quorum (a ledger option) a confirmed entry is retired only once
+    every bookie of its write set has it: a bookie that fails later is still replaced, the
+    new fragment starting at the oldest entry not yet on all of them.
     """
 
     def __init__(
@@ -421,6 +427,7 @@ class Writer:
         self._changing: asyncio.Task[None] | None = None
         self._rotate = False  # the last fragment is full: change the whole ensemble
         self._digest = DigestType.parse(versioned.metadata.digest)
+        self._guarantee = versioned.metadata.guaranteed_write_quorum
 
     @property
     def lac(self) -> int:
@@ -454,8 +461,9 @@ class Writer:
             self._digest,
             self.master_key,
         )
+        loop = asyncio.get_running_loop()
         pending = _PendingAdd(
-            entry_id, self.length, data, asyncio.get_running_loop().create_future()
+            entry_id, self.length, data, loop.create_future(), loop.create_future()
         )
         self._pending[entry_id] = pending
         self.tracker.expect(entry_id)
@@ -471,8 +479,9 @@ class Writer:
         return pending.future
 
     async def drain(self) -> None:
-        """Wait until every queued add has completed or failed."""
-        await asyncio.gather(*(p.future for p in self._pending.values()), return_exceptions=True)
+        """Wait until every queued add has completed (with a guaranteed write quorum: is on
+        every bookie of its write set) or failed."""
+        await asyncio.gather(*(p.retired for p in self._pending.values()))
 
     def _send(self, pending: _PendingAdd) -> None:
         """Send to every bookie of the write set that has not been sent this entry yet."""
@@ -480,6 +489,7 @@ class Writer:
         for slot in write_set(pending.entry_id, self.config):
             if pending.sent.get(slot) != bookies[slot]:
                 pending.sent[slot] = bookies[slot]
+                pending.stored.discard(slot)
                 self.ctx.spawn(self._send_one(pending, slot, bookies[slot]))
 
     async def _send_one(self, pending: _PendingAdd, slot: int, bookie: str) -> None:
@@ -509,11 +519,27 @@ class Writer:
     def _on_ack(self, entry_id: int, slot: int) -> None:
         if slot in self._failed:
             return  # its replacement must get the entry; this ack will not count
+        if (acked := self._pending.get(entry_id)) is not None:
+            acked.stored.add(slot)
         for done in self.tracker.ack(entry_id, slot):
-            pending = self._pending.pop(done)
+            pending = self._pending[done]
             self.confirmed_length = pending.length
             if not pending.future.done():
                 pending.future.set_result(done)
+        self._retire()
+
+    def _retire(self) -> None:
+        """Forget, in entry order, the confirmed entries the writer owes nothing more: all of
+        them, or with a guaranteed write quorum those stored on every bookie of their write
+        set. In order, so that the pending entries are always a suffix of the ledger and a
+        new fragment starting at the oldest of them covers every entry still owed."""
+        for entry_id in list(self._pending):
+            pending = self._pending[entry_id]
+            stored = pending.stored.issuperset(write_set(entry_id, self.config))
+            if entry_id > self.lac or (self._guarantee and not stored):
+                break
+            del self._pending[entry_id]
+            pending.retired.set_result(None)
 
     def _bookie_failed(self, slot: int, bookie: str) -> None:
         if slot in self._failed:
@@ -541,21 +567,26 @@ class Writer:
                     # A fenced writer should say so rather than blame the bookies.
                     fresh = await self.ctx.store.read(self.versioned.metadata.name)
                     self.check_owner(fresh.metadata, may_have_happened=True)
-                    if ack_quorum_survives(self.config, self._failed):
+                    if not self._guarantee and ack_quorum_survives(self.config, self._failed):
                         # No replacement, but the others still make ack quorums: carry on
                         # degraded (the failed bookie's acks stay ignored) rather than fail.
                         break
+                    guarantee = " (its write quorum is guaranteed)" if self._guarantee else ""
                     raise NotEnoughBookiesError(
                         f"cannot replace {sorted(self._failed.values())} in ledger "
-                        f"{self.versioned.metadata.name}: no other writable bookie in "
-                        f"{available}",
+                        f"{self.versioned.metadata.name}{guarantee}: no other writable "
+                        f"bookie in {available}",
                         may_have_happened=True,
                     )
                 for slot in targets:
                     if slot not in self._failed:  # rotated away: its acks no longer count
                         self._failed[slot] = ensemble[slot]
                         self.tracker.forget_bookie(slot)
-                first = self.lac + 1
+                # Pending entries at or below the LAC are confirmed but not yet on every bookie
+                # of their write set (a guaranteed write quorum keeps them): the new fragment
+                # takes them too. Older fragments never hold such entries, as they were all
+                # retired when the fragment after them was made.
+                first = min(self.lac + 1, next(iter(self._pending), self.lac + 1))
                 for slot, bookie in targets.items():
                     ensemble[slot] = bookie
                 self.versioned = await self.ctx.store.update(
@@ -568,6 +599,7 @@ class Writer:
                     # re-sent to its replacement, and that bookie's acks still count.
                     for pending in self._pending.values():
                         pending.sent.update({s: ensemble[s] for s in targets if s in pending.sent})
+                        pending.stored.update(s for s in targets if s in pending.sent)
             # Re-send pending adds to the new bookies of their write sets, and send the adds
             # queued while the ensemble was changing.
             for pending in list(self._pending.values()):
@@ -619,6 +651,7 @@ class Writer:
         for pending in self._pending.values():
             if not pending.future.done():
                 pending.future.set_exception(error)
+            pending.retired.set_result(None)
         self._pending.clear()
 
 

@@ -12,7 +12,8 @@ fresh root each):
   SHA-256), ``ctime_ms``, ``ensembles`` (``[[first_entry_id, ["host:port", …]], …]``),
   ``custom`` (name → base64), ``mode`` (bounded / unbounded), ``term`` and ``noops``
   (entry ids of the no-ops that ended each term of an unbounded ledger),
-  ``max_fragment_entries`` (0, or the fragment size that triggers an ensemble change).
+  ``max_fragment_entries`` (0, or the fragment size that triggers an ensemble change),
+  ``guaranteed_write_quorum`` (every confirmed entry reaches all WQ bookies; absent = false).
 - ``<root>/idgen/ID-<seq>`` — transient persistent-sequential znodes: ZooKeeper's sequence
   counter of ``idgen`` hands out ledger ids (created then deleted at once, the counter
   survives; ids are never reused, even after a delete; at most 2^31−1 ids per root).
@@ -104,6 +105,9 @@ class LedgerMetadata:
     term: int = 0
     noops: tuple[int, ...] = ()
     max_fragment_entries: int = 0  # > 0: a fragment that holds this many entries is rotated
+    # Guaranteed write quorum (reference 000): an entry stays pending until every bookie of
+    # its write set has it, replacing any that fails even after the ack quorum answered.
+    guaranteed_write_quorum: bool = False
 
     @property
     def name(self) -> int | str:
@@ -152,6 +156,7 @@ class LedgerMetadata:
             "term": self.term,
             "noops": list(self.noops),
             "max_fragment_entries": self.max_fragment_entries,
+            "guaranteed_write_quorum": self.guaranteed_write_quorum,
         }
         return json.dumps(doc, sort_keys=True).encode()
 
@@ -178,6 +183,7 @@ class LedgerMetadata:
             term=doc["term"],
             noops=tuple(doc["noops"]),
             max_fragment_entries=doc["max_fragment_entries"],
+            guaranteed_write_quorum=doc.get("guaranteed_write_quorum", False),
         )
 
 

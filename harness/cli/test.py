@@ -70,6 +70,11 @@ def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 )
 @click.option("--id-bits", type=int, default=64, show_default=True, help="64, or 128 (BP-35).")
 @click.option(
+    "--guaranteed-write-quorum",
+    is_flag=True,
+    help="Ledgers replace a bookie that misses an entry even after AQ acked it (all WQ copies).",
+)
+@click.option(
     "--entry-size", type=int, default=0, show_default=True, help="Pad payloads to N bytes."
 )
 @click.option("--bug", "bugs", multiple=True, help="Switch on a seeded bug (repeatable).")

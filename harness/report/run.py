@@ -208,6 +208,8 @@ def reproduce_command(test: dict[str, Any], run_dir: Path | None = None) -> str:
         flag = _FLAGS.get(key, "--" + key.replace("_", "-"))
         if key == "bugs":
             args += [a for bug in value for a in ("--bug", bug)]
+        elif isinstance(value, bool):
+            args += [flag] if value else []
         elif isinstance(value, list):
             args += [flag, ",".join(map(str, value))]
         else:

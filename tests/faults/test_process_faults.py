@@ -28,6 +28,13 @@ def test_acknowledged_entries_survive_bookie_pauses() -> None:
 
 
 @pytest.mark.chaos(
+    nemesis=["kill"], nemesis_interval=2, time_limit=8, bookies=4, guaranteed_write_quorum=True
+)
+def test_guaranteed_write_quorum_survives_bookie_kills() -> None:
+    """Writers that replace every bookie missing a confirmed entry stay correct under kills."""
+
+
+@pytest.mark.chaos(
     nemesis=["kill"],
     nemesis_interval=2,
     time_limit=20,  # ~5 kills: 8 s (3 kills) missed the race once on a loaded CI machine

@@ -3,6 +3,7 @@ and a direct read of one entry from one bookie (what it stores, bypassing the cl
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -12,14 +13,17 @@ from bookie_image.protocol import LedgerId, ReadRequest, ReadResponse
 
 class DroppingTransport(TcpTransport):
     """TCP, except that requests ``drop(bookie, request)`` selects are never sent and end
-    as if they had timed out: an unknown outcome, as a lossy network gives."""
+    as if they had timed out (after ``delay`` seconds): an unknown outcome, as a lossy
+    network or a bookie that stopped answering gives."""
 
-    def __init__(self, drop: Callable[[str, Any], bool]) -> None:
+    def __init__(self, drop: Callable[[str, Any], bool], delay: float = 0.0) -> None:
         super().__init__()
         self._drop = drop
+        self._delay = delay
 
     async def request(self, bookie: str, request: Any, timeout: float) -> Any:
         if self._drop(bookie, request):
+            await asyncio.sleep(self._delay)
             raise TimeoutError
         return await super().request(bookie, request, timeout)
 

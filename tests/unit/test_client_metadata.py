@@ -1,5 +1,6 @@
 """Ledger metadata as data: JSON round trip and fragment lookup (no ZooKeeper)."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -30,8 +31,15 @@ def test_json_round_trip_keeps_every_field() -> None:
         term=3,
         noops=(4,),
         max_fragment_entries=100,
+        guaranteed_write_quorum=True,
     )
     assert LedgerMetadata.from_json(full.to_json()) == full
+
+
+def test_metadata_written_before_guaranteed_write_quorum_reads_as_without_it() -> None:
+    doc = json.loads(BASE.to_json())
+    del doc["guaranteed_write_quorum"]
+    assert LedgerMetadata.from_json(json.dumps(doc).encode()) == BASE
 
 
 def test_unknown_format_is_refused() -> None:

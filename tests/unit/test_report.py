@@ -186,6 +186,13 @@ def test_a_drawn_schedule_replays_from_the_runs_own_test_json(tmp_path: Path) ->
     command = reproduce_command(spec, tmp_path)
     assert command.endswith(f"--schedule {tmp_path / 'test.json'} --seed 7")
     assert "--nemesis kill" in command
+    assert "--guaranteed-write-quorum" not in command
+
+
+def test_a_boolean_setting_is_a_bare_flag() -> None:
+    spec = json.loads(TestSpec(guaranteed_write_quorum=True, seed=1).to_json())
+    words = reproduce_command(spec).split()
+    assert "--guaranteed-write-quorum" in words and "True" not in words
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,34 @@
+"""A nightly cell's replay command is a `bkchaos test` command line that rebuilds its spec."""
+
+from __future__ import annotations
+
+import shlex
+
+from harness.cli.test import test
+from harness.nightly import replay_command
+from harness.testspec import TestSpec
+
+
+def parsed(command: str) -> dict:
+    words = shlex.split(command)
+    assert words[:2] == ["bkchaos", "test"]
+    return test.make_context("test", words[2:]).params
+
+
+def test_replay_rebuilds_flags_numbers_and_lists() -> None:
+    spec = TestSpec(
+        nemesis=("kill", "pause"),
+        bugs=("no-cookie",),
+        time_limit=12.5,
+        bookies=5,
+        guaranteed_write_quorum=True,
+    )
+    params = parsed(replay_command(spec, None))
+    assert params["nemesis"] == ("kill", "pause") and params["bugs"] == ("no-cookie",)
+    assert params["time_limit"] == 12.5 and params["bookies"] == 5
+    assert params["guaranteed_write_quorum"] is True
+
+
+def test_a_flag_left_off_is_not_written() -> None:
+    assert "--guaranteed-write-quorum" not in replay_command(TestSpec(), None)
+    assert parsed(replay_command(TestSpec(), None))["guaranteed_write_quorum"] is False
