@@ -7,7 +7,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
@@ -201,7 +201,8 @@ class _Loop:
 
 class _SyncProxy:
     """Blocking view of an async object: coroutine methods block; async iterators become
-    lists; returned handles are wrapped in turn."""
+    iterators that block for each item (so ``follow()`` tails an open ledger); returned
+    handles are wrapped in turn."""
 
     def __init__(self, target: Any, loop: _Loop) -> None:
         self._target = target
@@ -215,7 +216,7 @@ class _SyncProxy:
         def call(*args: Any, **kwargs: Any) -> Any:
             result = value(*args, **kwargs)
             if isinstance(result, AsyncIterator):
-                result = _collect(result)
+                return _blocking_iterator(result, self._loop)
             if asyncio.iscoroutine(result):
                 result = self._loop.run(result)
             if isinstance(result, ReadHandle):
@@ -225,8 +226,21 @@ class _SyncProxy:
         return call
 
 
-async def _collect(iterator: AsyncIterator[Any]) -> list[Any]:
-    return [item async for item in iterator]
+_END = object()
+
+
+def _blocking_iterator(iterator: AsyncIterator[Any], loop: _Loop) -> Iterator[Any]:
+    """Each item of ``iterator`` fetched on the client's loop as the caller asks for it."""
+
+    async def step() -> Any:
+        return await anext(iterator, _END)
+
+    try:
+        while (item := loop.run(step())) is not _END:
+            yield item
+    finally:
+        if isinstance(iterator, AsyncGenerator):
+            loop.run(iterator.aclose())
 
 
 class SyncBookKeeper(_SyncProxy):

@@ -158,12 +158,25 @@ def test_sync_facade_and_delete(local_cluster) -> None:
         lh.close()
         rh = bk.open_ledger(lh.id, password=b"pw", recovery=False)
         assert rh.last_add_confirmed == 2
-        assert rh.read(0, 2) == [(0, b"s0"), (1, b"s1"), (2, b"s2")]
+        assert list(rh.read(0, 2)) == [(0, b"s0"), (1, b"s1"), (2, b"s2")]
         with pytest.raises(UnauthorizedError):
             bk.open_ledger(lh.id, password=b"wrong")
         bk.delete_ledger(lh.id)
         with pytest.raises(NoSuchLedgerError):
             bk.open_ledger(lh.id, password=b"pw")
+
+
+def test_sync_facade_tails_a_ledger_that_is_still_open(local_cluster) -> None:
+    options = {"zk": local_cluster.zk, "ledgers_root": local_cluster.ledgers_root}
+    with BookKeeper.sync(**options) as writer, BookKeeper.sync(**options) as reader:
+        lh = writer.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2, password=b"pw")
+        for i in range(3):
+            lh.append(b"t%d" % i)  # the bookies learn LAC 1 from entry 2's piggyback
+        tail = reader.open_ledger(lh.id, password=b"pw", recovery=False).follow(wait_ms=200)
+        assert [next(tail), next(tail)] == [(0, b"t0"), (1, b"t1")]  # the ledger is open
+        lh.append(b"t3")
+        lh.close()
+        assert list(tail) == [(2, b"t2"), (3, b"t3")]
 
 
 @pytest.mark.parametrize("bug", [False, True])
