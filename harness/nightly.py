@@ -350,14 +350,7 @@ def previous_summary(store: Path, night: dt.date) -> dict[str, Any] | None:
 
 
 def run_analysis(store: Path) -> dict[str, Any]:
-    """`bkchaos analyze STORE` when this build has it (the Spark pipeline)."""
-    from harness.cli import cli
-
-    if "analyze" not in cli.commands:
-        return {
-            "status": "unavailable",
-            "message": "bkchaos analyze is not part of this build: no Spark trends tonight",
-        }
+    """`bkchaos analyze STORE` (the Spark pipeline), in a process of its own."""
     done = subprocess.run(
         [sys.executable, "-c", "from harness.cli import main; main()", "analyze", str(store)],
         capture_output=True,
@@ -372,6 +365,17 @@ def run_analysis(store: Path) -> dict[str, Any]:
     if (store / TRENDS_PAGE).exists():
         analysis["trends"] = TRENDS_PAGE
     return analysis
+
+
+def final_exit_code(summary: dict[str, Any]) -> int:
+    """The night's exit code once its analysis ran: 130 if interrupted; else the runs' code,
+    except that a failed analysis (Spark crashed, or disagreed with the Python checker on
+    some run) makes an otherwise clean night exit 255, as a harness failure."""
+    if summary["interrupted"]:
+        return 130
+    if summary["exit_code"] == 0 and summary.get("analysis", {}).get("status") == "failed":
+        return EXIT_CRASHED
+    return summary["exit_code"]
 
 
 def replay_command(spec: TestSpec, run_dir: Path | None) -> str:

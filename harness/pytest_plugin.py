@@ -80,9 +80,7 @@ class ChaosRun:
         if self.report is not None:
             lines.append(f"report: {self.report}")
         else:
-            lines.append(
-                f"run directory: {self.run_dir} (no report.html: reports not in this build)"
-            )
+            lines.append(f"run directory: {self.run_dir} (no report.html: it could not be written)")
         lines.append(f"replay: {replay_command(spec, self.run_dir)}")
         return "\n".join(lines)
 

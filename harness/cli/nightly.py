@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 
 from harness.nightly import (
+    final_exit_code,
     load_matrix,
     parse_duration,
     run_analysis,
@@ -70,6 +71,7 @@ def nightly(
     if analyze:
         console.print(f"bkchaos analyze {store_dir} …")
         summary["analysis"] = run_analysis(store_dir)
+        summary["exit_code"] = final_exit_code(summary)
         write_summary(summary, store_dir)
     console.print(
         f"{len(summary['runs'])} runs, {len(summary['failures'])} clean failures, "
@@ -77,4 +79,4 @@ def nightly(
         f"analysis {summary['analysis']['status']}"
     )
     console.print(f"summary: {page}")
-    return 130 if summary["interrupted"] else summary["exit_code"]
+    return final_exit_code(summary)

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import cli
 from harness.errors import UserError
-from harness.nightly import Cell, Matrix, load_matrix, plan, run_analysis, summarise
+from harness.nightly import Cell, Matrix, final_exit_code, load_matrix, plan, summarise
 
 BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
 NIGHT = dt.date(2026, 11, 20)
@@ -138,11 +137,15 @@ def test_summary_compares_with_the_previous_night() -> None:
     }
 
 
-def test_analysis_is_reported_unavailable_when_this_build_has_none(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delitem(cli.commands, "analyze", raising=False)
-    assert run_analysis(tmp_path)["status"] == "unavailable"
+def test_a_failed_analysis_fails_an_otherwise_clean_night() -> None:
+    def night(code: int, analysis: str, interrupted: bool = False) -> int:
+        summary = {"exit_code": code, "interrupted": interrupted, "analysis": {"status": analysis}}
+        return final_exit_code(summary)
+
+    assert night(0, "ok") == 0 and night(0, "skipped") == 0
+    assert night(0, "failed") == 255  # Spark crashed or disagreed with the Python checker
+    assert night(1, "failed") == 1  # an invalid clean run stays the headline
+    assert night(0, "failed", interrupted=True) == 130
 
 
 @pytest.mark.integration

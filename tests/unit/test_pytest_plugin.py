@@ -18,6 +18,12 @@ from harness.runtime.process import pid_alive
 pytest_plugins = ["pytester"]
 
 
+@pytest.fixture(autouse=True)
+def project_ini(pytester: pytest.Pytester) -> None:
+    """The inner runs get the project's pytest-asyncio setting, as a user's suite would."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+
+
 def test_options_are_offered_and_a_bad_runtime_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(
