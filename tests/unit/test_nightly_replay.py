@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from harness.cli.test import test
+from harness.cli import test as test_cli
 from harness.nightly import replay_command
 from harness.testspec import TestSpec
 
@@ -12,7 +12,7 @@ from harness.testspec import TestSpec
 def parsed(command: str) -> dict:
     words = shlex.split(command)
     assert words[:2] == ["bkchaos", "test"]
-    return test.make_context("test", words[2:]).params
+    return test_cli.test.make_context("test", words[2:]).params
 
 
 def test_replay_rebuilds_flags_numbers_and_lists() -> None:
