@@ -18,6 +18,7 @@ from bookie_image.client import (
     NoSuchLedgerError,
     UnauthorizedError,
 )
+from bookie_image.client.quorum import QuorumConfig, write_set
 from bookie_image.client.transport import TcpTransport, next_request_id
 from bookie_image.protocol import AddRequest, LedgerId, ReadRequest, Status, peek_entry_header
 from tests.integration.transports import DroppingTransport, read_from_bookie
@@ -242,6 +243,34 @@ async def test_writes_continue_degraded_when_no_replacement_exists(local_cluster
         assert len(lh.metadata.ensembles) == 1
         await lh.close()
         assert (await read_all(bk, lh.id))[-1] == b"d19"
+
+
+@pytest.mark.parametrize(("e", "wq", "aq"), [(3, 2, 1), (3, 2, 2), (3, 3, 1), (3, 3, 2), (3, 3, 3)])
+@pytest.mark.parametrize("enough", [True, False])
+async def test_negative_threshold_on_real_bookies(
+    local_cluster, e: int, wq: int, aq: int, enough: bool
+) -> None:
+    """Reference 003's table: entry 3 was never written, so every bookie of its write set
+    that is heard says ENOENTRY. With (WQ−AQ)+1 of them heard recovery closes at 2; with one
+    fewer (the others cannot be heard) it cannot tell, and must not close."""
+    negatives = wq - aq + 1 - (0 if enough else 1)
+    unheard: list[str] = []
+
+    def cannot_hear_entry_3(bookie: str, request: Any) -> bool:
+        return bookie in unheard and isinstance(request, ReadRequest) and request.entry_id == 3
+
+    async with client(local_cluster) as bk1:
+        lh = await bk1.create_ledger(ensemble=e, write_quorum=wq, ack_quorum=aq, password=b"pw")
+        assert [await lh.append(b"n%d" % i) for i in range(3)] == [0, 1, 2]
+    ensemble = lh.metadata.ensembles[0][1]
+    unheard += [ensemble[slot] for slot in write_set(3, QuorumConfig(e, wq, aq))[negatives:]]
+    async with client(local_cluster, transport=DroppingTransport(cannot_hear_entry_3)) as bk2:
+        if enough:
+            rh = await bk2.open_ledger(lh.id, password=b"pw", recovery=True)
+            assert rh.metadata.last_entry_id == 2
+        else:
+            with pytest.raises(LedgerRecoveryError, match=f"{negatives} negative"):
+                await bk2.open_ledger(lh.id, password=b"pw", recovery=True)
 
 
 @pytest.mark.parametrize("bug", [False, True])
