@@ -37,6 +37,7 @@ def _register() -> None:
         check,
         cluster,
         demo,
+        detect,
         gc,
         image,
         nightly,
@@ -61,6 +62,7 @@ def _register() -> None:
     cli.add_command(report.serve)
     bench.add_command(bookie.bench_bookie)
     bench.add_command(check.bench_checker)
+    bench.add_command(detect.bench_detect)
     cli.add_command(test_all.test_all)
     bench.add_command(test_all.bench_harness)
     cli.add_command(search.search)

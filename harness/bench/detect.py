@@ -1,0 +1,156 @@
+"""`bkchaos bench detect`: does the harness catch every seeded bug, and never cry wolf?
+
+Each seeded bug has one test that should expose it (`EXPOSERS`: workload, configuration,
+nemeses — the same table docs/bugs.md gives). The bench runs that test K times with the bug
+on, and K times with the bug off (the clean twin, same settings and seeds), on the local
+runtime. It reports per bug the detection rate (runs that checked invalid), the median time
+from the run's first op to the first op that made an anomaly visible, and the anomaly types
+seen; and the false positives: clean runs that checked invalid. Every run is an ordinary
+run directory under `STORE/bench-detect-*`, so any figure can be opened as a report.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness.runner import run_test
+from harness.testspec import TestSpec
+
+BASE = TestSpec(
+    name="bench-detect",
+    runtime="local",
+    time_limit=20.0,
+    nemesis_interval=2.0,
+    bookies=3,
+    concurrency=4,
+    rate=200.0,
+)
+"""Settings every detection run shares: short runs, faults every two seconds, and as many
+bookies as the ensemble, so a faulty bookie cannot be replaced and recovery must work with
+what the others hold (a spare bookie hides most bugs: measured, docs/performance.md)."""
+
+EXPOSERS: dict[str, dict[str, Any]] = {
+    "recovery-unknown-as-negative": {"workload": "recovery-race", "nemesis": ("pause",)},
+    "recovery-reads-no-fence": {"workload": "recovery-race", "nemesis": ("pause", "wipe")},
+    "no-recovery-writeback": {"workload": "ledger", "nemesis": ("kill", "wipe")},
+    "lac-before-ack-quorum": {"workload": "ledger", "nemesis": ("kill",)},
+    "read-beyond-lac": {"workload": "ledger", "nemesis": ("power-loss",)},
+    "scope-id-ignored": {"workload": "ledger", "nemesis": ("kill",), "id_bits": 128},
+    "ensemble-change-drops-pending": {"workload": "ledger", "nemesis": ("kill",), "bookies": 4},
+    "metadata-blind-write": {"workload": "recovery-race", "nemesis": ("pause",)},
+    "no-journal-fsync": {"workload": "ledger", "nemesis": ("power-loss",)},
+    "no-cookie": {"workload": "ledger", "nemesis": ("wipe",)},
+    "corrupt-returns-noentry": {"workload": "ledger", "nemesis": ("corrupt",)},
+    "unbounded-no-truncate": {"workload": "unbounded", "nemesis": ("kill", "pause")},
+}
+"""The test that should expose each seeded bug (docs/bugs.md, "Exposed by")."""
+
+TARGETS = {"detection_rate": 0.9, "median_seconds_to_detect": 30.0, "false_positives": 0}
+
+
+def exposing_spec(bug: str, seed: int, store: str, time_limit: float) -> TestSpec:
+    """The run that should catch `bug` (with `bug` switched on)."""
+    return replace(
+        BASE,
+        name=f"bench-detect-{bug}",
+        seed=seed,
+        store=store,
+        time_limit=time_limit,
+        bugs=(bug,),
+        **EXPOSERS[bug],
+    )
+
+
+def seconds_to_first_anomaly(history: Path, results: dict[str, Any]) -> float | None:
+    """Seconds from the run's first op to the earliest op at which some anomaly is visible:
+    for each case, its latest op (an anomaly needs all of its ops); then the earliest case."""
+    cases = [case for found in results.get("anomalies", {}).values() for case in found]
+    wanted = {index for case in cases for index in case.get("ops", [])}
+    times: dict[int, int] = {}
+    first: int | None = None
+    with history.open() as lines:
+        for line in lines:
+            try:
+                op = json.loads(line)
+            except ValueError:
+                continue  # a crash-truncated last line
+            first = op["time"] if first is None else first
+            if op["index"] in wanted:
+                times[op["index"]] = op["time"]
+    visible = [max(times[i] for i in case["ops"] if i in times) for case in cases if case["ops"]]
+    if first is None or not visible:
+        return None
+    return (min(visible) - first) / 1e9
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    detected = [r for r in runs if r["valid"] is False]
+    seconds = [r["seconds_to_detect"] for r in detected if r["seconds_to_detect"] is not None]
+    return {
+        "runs": len(runs),
+        "detected": len(detected),
+        "detection_rate": round(len(detected) / len(runs), 3) if runs else 0.0,
+        "median_seconds_to_detect": round(statistics.median(seconds), 1) if seconds else None,
+        "anomalies": sorted({t for r in detected for t in r["anomaly_types"]}),
+        "run_dirs": [r["run_dir"] for r in runs],
+    }
+
+
+def _one(spec: TestSpec) -> dict[str, Any]:
+    run_dir, results = run_test(spec)
+    return {
+        "seed": spec.seed,
+        "valid": results["valid"],
+        "anomaly_types": results["anomaly_types"],
+        "seconds_to_detect": seconds_to_first_anomaly(run_dir / "history.jsonl", results),
+        "run_dir": str(run_dir),
+    }
+
+
+def run(
+    bug_names: tuple[str, ...],
+    runs: int,
+    store: str = "store",
+    time_limit: float = BASE.time_limit,
+    first_seed: int = 1,
+    on_run: Callable[[str, bool, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """K runs per bug with it on and K clean twins; the figures `--json` prints."""
+    figures: dict[str, Any] = {"bugs": {}, "false_positives": 0, "clean_runs": 0}
+    clean_invalid: list[str] = []
+    for bug in bug_names:
+        buggy, clean = [], []
+        for k in range(runs):
+            spec = exposing_spec(bug, first_seed + k, store, time_limit)
+            buggy.append(_one(spec))
+            if on_run:
+                on_run(bug, True, buggy[-1])
+            twin = replace(spec, name=f"bench-detect-clean-{bug}", bugs=())
+            clean.append(_one(twin))
+            if on_run:
+                on_run(bug, False, clean[-1])
+        figures["bugs"][bug] = {"test": _describe(bug), **_summary(buggy)}
+        figures["clean_runs"] += len(clean)
+        clean_invalid += [r["run_dir"] for r in clean if r["valid"] is False]
+    figures["false_positives"] = len(clean_invalid)
+    figures["false_positive_runs"] = clean_invalid
+    figures["targets"] = TARGETS
+    figures["settings"] = {"runs_per_bug": runs, "time_limit": time_limit, "runtime": "local"}
+    return figures
+
+
+def _describe(bug: str) -> str:
+    """The exposing test as the `bkchaos test` flags that differ from the defaults."""
+    exposer = EXPOSERS[bug]
+    words = [f"--workload {exposer['workload']}", f"--nemesis {','.join(exposer['nemesis'])}"]
+    words += [
+        f"--{k.replace('_', '-')} {v}"
+        for k, v in exposer.items()
+        if k not in ("workload", "nemesis")
+    ]
+    return " ".join(words)

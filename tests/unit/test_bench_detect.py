@@ -1,0 +1,35 @@
+"""The detection bench's pure parts: its table of exposing tests and time to detection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bookie_image import bugs
+from harness.bench.detect import EXPOSERS, exposing_spec, seconds_to_first_anomaly
+
+
+def test_every_seeded_bug_has_an_exposing_test_that_can_run_locally() -> None:
+    assert set(EXPOSERS) == bugs.KNOWN
+    for bug in EXPOSERS:
+        spec = exposing_spec(bug, seed=1, store="store", time_limit=20)  # validates itself
+        assert spec.bugs == (bug,) and spec.runtime == "local"
+
+
+def test_time_to_detect_is_when_the_earliest_case_has_all_its_ops(tmp_path: Path) -> None:
+    times = {0: 5.0, 1: 6.0, 2: 9.0, 3: 12.0, 4: 20.0}  # seconds
+    history = tmp_path / "history.jsonl"
+    history.write_text(
+        "".join(json.dumps({"index": i, "time": int(t * 1e9)}) + "\n" for i, t in times.items())
+        + '{"index": 5, "ti'  # a crash-truncated last line is skipped
+    )
+    results = {
+        "anomalies": {
+            "lost-append": [{"ops": [1, 3]}],  # visible at op 3: 12 s
+            "dirty-read": [{"ops": [4, 0]}, {"ops": [2]}],  # at 20 s, and at 9 s
+        }
+    }
+    assert seconds_to_first_anomaly(history, results) == pytest.approx(4.0)
+    assert seconds_to_first_anomaly(history, {"anomalies": {}}) is None
