@@ -589,9 +589,17 @@ class Writer:
                 first = min(self.lac + 1, next(iter(self._pending), self.lac + 1))
                 for slot, bookie in targets.items():
                     ensemble[slot] = bookie
-                self.versioned = await self.ctx.store.update(
-                    self.versioned, self._new_fragment(first, tuple(ensemble))
-                )
+                change = self._new_fragment(first, tuple(ensemble))
+                if self.recovery:
+                    # A recovery keeps its replacements to itself until it closes the
+                    # ledger, as BookKeeper's does: written now, they would name a bookie
+                    # that lacks the entries being written back, and the next recovery
+                    # would take its "no such entry" for a negative and truncate.
+                    self.versioned = replace(
+                        self.versioned, metadata=change(self.versioned.metadata)
+                    )
+                else:
+                    self.versioned = await self.ctx.store.update(self.versioned, change)
                 for slot in targets:
                     del self._failed[slot]
                 if bugs.enabled("ensemble-change-drops-pending"):

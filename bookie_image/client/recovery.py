@@ -138,7 +138,10 @@ async def recover(
                 f"{m.last_entry_id}) while recovering it to last entry {last_entry}",
                 may_have_happened=False,
             )
-        return closed_at(m, last_entry, last_length)
+        # with the ensemble changes the write-back made (kept local until now)
+        return replace(
+            closed_at(m, last_entry, last_length), ensembles=writer.versioned.metadata.ensembles
+        )
 
     closed = await ctx.store.update(writer.versioned, close)
     return Recovered(closed, last_entry, last_length)
@@ -184,7 +187,12 @@ async def _start_term(
     def reopen(m: LedgerMetadata) -> LedgerMetadata:
         if m.state is not LedgerState.IN_RECOVERY or m.term != metadata.term:
             raise _newer_term(m)
-        return replace(m, state=LedgerState.OPEN, noops=(*m.noops, noop))
+        return replace(
+            m,
+            state=LedgerState.OPEN,
+            noops=(*m.noops, noop),
+            ensembles=writer.versioned.metadata.ensembles,  # the write-back's, kept local
+        )
 
     reopened = await ctx.store.update(writer.versioned, reopen)
     return Recovered(reopened, noop, length)
