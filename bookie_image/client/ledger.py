@@ -395,7 +395,8 @@ class Writer:
 
     With a guaranteed write quorum (a ledger option) a confirmed entry is retired only once
     every bookie of its write set has it: a bookie that fails later is still replaced, the
-    new fragment starting at the oldest entry not yet on all of them.
+    new fragment starting at the oldest entry not yet on all of them where that is safe
+    (:meth:`_first_of_new_fragment`); older ones are sent to the replacement as well.
     """
 
     def __init__(
@@ -531,8 +532,7 @@ class Writer:
     def _retire(self) -> None:
         """Forget, in entry order, the confirmed entries the writer owes nothing more: all of
         them, or with a guaranteed write quorum those stored on every bookie of their write
-        set. In order, so that the pending entries are always a suffix of the ledger and a
-        new fragment starting at the oldest of them covers every entry still owed."""
+        set. In order, so that the pending entries are always a suffix of the ledger."""
         for entry_id in list(self._pending):
             pending = self._pending[entry_id]
             stored = pending.stored.issuperset(write_set(entry_id, self.config))
@@ -582,11 +582,7 @@ class Writer:
                     if slot not in self._failed:  # rotated away: its acks no longer count
                         self._failed[slot] = ensemble[slot]
                         self.tracker.forget_bookie(slot)
-                # Pending entries at or below the LAC are confirmed but not yet on every bookie
-                # of their write set (a guaranteed write quorum keeps them): the new fragment
-                # takes them too. Older fragments never hold such entries, as they were all
-                # retired when the fragment after them was made.
-                first = min(self.lac + 1, next(iter(self._pending), self.lac + 1))
+                first = self._first_of_new_fragment(set(targets))
                 for slot, bookie in targets.items():
                     ensemble[slot] = bookie
                 change = self._new_fragment(first, tuple(ensemble))
@@ -616,6 +612,20 @@ class Writer:
             self.fail(exc)
         finally:
             self._changing = None
+
+    def _first_of_new_fragment(self, replaced: set[int]) -> int:
+        """Where a new fragment starts: at LAC+1, or with a guaranteed write quorum at the
+        oldest entry not yet on every bookie of its write set (pending entries at or below
+        the LAC), so its replacements receive it; but never so low that a confirmed entry it
+        takes keeps fewer than AQ holders among the bookies not replaced — a replaced bookie
+        may hold it, and a crash before the re-send would leave enough explicit negatives
+        for a recovery to truncate it. Never below the last fragment's start."""
+        first = min(self.lac + 1, next(iter(self._pending), self.lac + 1))
+        for entry_id in range(self.lac, first - 1, -1):
+            if len(self._pending[entry_id].stored - replaced) < self.config.ack_quorum:
+                first = entry_id + 1
+                break
+        return max(first, self.versioned.metadata.last_ensemble[0])
 
     def _plan(self, ensemble: list[str], available: list[str]) -> dict[int, str] | None:
         """New bookies by ensemble slot; None when a failed bookie cannot be replaced."""

@@ -1,0 +1,38 @@
+"""Where a guaranteed-write-quorum ensemble change may start its new fragment (pure logic)."""
+
+from __future__ import annotations
+
+from bookie_image.client.ledger import Writer, _PendingAdd
+from bookie_image.client.metadata import LedgerMetadata, Versioned
+
+METADATA = LedgerMetadata(
+    ledger=1,
+    ensemble_size=3,
+    write_quorum=3,
+    ack_quorum=2,
+    digest="CRC32C",
+    password_hash="",
+    ensembles=((0, ("a:1", "b:1", "c:1")),),
+    guaranteed_write_quorum=True,
+)
+
+
+def writer_with(stored: dict[int, set[int]], lac: int) -> Writer:
+    """A writer whose confirmed-but-unretired entries were acked by these slots."""
+    writer = Writer(None, Versioned(METADATA, 0), b"", lac=lac, length=0)  # type: ignore[arg-type]
+    for entry_id, slots in stored.items():
+        writer._pending[entry_id] = _PendingAdd(entry_id, 0, b"", None, None, stored=slots)  # type: ignore[arg-type]
+    return writer
+
+
+def test_the_new_fragment_takes_every_owed_entry_that_keeps_an_ack_quorum() -> None:
+    # c (slot 2) never stored entries 4 and 5; a and b hold both: c's replacement takes both.
+    assert writer_with({4: {0, 1}, 5: {0, 1}}, lac=5)._first_of_new_fragment({2}) == 4
+    # Replacing a instead would leave each with one holder: both stay where they are.
+    assert writer_with({4: {0, 1}, 5: {0, 1}}, lac=5)._first_of_new_fragment({0}) == 6
+    # Entry 4 would keep only b, entry 5 keeps b and c: the fragment starts at 5.
+    assert writer_with({4: {0, 1}, 5: {1, 2}}, lac=5)._first_of_new_fragment({0}) == 5
+
+
+def test_nothing_owed_starts_after_the_lac() -> None:
+    assert writer_with({}, lac=7)._first_of_new_fragment({0}) == 8
