@@ -33,8 +33,8 @@ def faketime_env(offset_file: str) -> dict[str, str]:
     a running process's clock by rewriting it. CLOCK_MONOTONIC is left alone, as real skew
     leaves it: faking it too would stall every asyncio timer by the size of a backward
     jump. The price (Debian's libfaketime 0.9.10): absolute monotonic sleeps fail with
-    EINVAL, so a preloaded Python process must not call `time.sleep` — true of the bookie
-    on its normal paths, not of kazoo's reconnect back-off nor of the image's supervisor.
+    EINVAL, so `time.sleep` raises in a preloaded Python process unless it runs through
+    `faketime_command` — and the image's supervisor, which sleeps, is never preloaded.
     """
     return {
         "LD_PRELOAD": LIBFAKETIME,
@@ -42,6 +42,17 @@ def faketime_env(offset_file: str) -> dict[str, str]:
         "FAKETIME_NO_CACHE": "1",
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
     }
+
+
+FAKETIME_LAUNCHER = "bookie_image.image.faketime_launch"
+
+
+def faketime_command(command: list[str]) -> list[str]:
+    """`python -m MODULE ARGS…` as it must run under the preload: through the launcher
+    that gives it a `time.sleep` libfaketime does not break (kazoo's back-off sleeps)."""
+    if command[1:2] != ["-m"]:
+        raise ValueError(f"only `python -m MODULE` commands can be preloaded, not {command}")
+    return [command[0], "-m", FAKETIME_LAUNCHER, *command[2:]]
 
 
 class Cluster(Protocol):

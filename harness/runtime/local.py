@@ -24,7 +24,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from harness.errors import UserError
-from harness.runtime.base import LIBFAKETIME, STATE_FILE, faketime_env, save_state
+from harness.runtime.base import (
+    LIBFAKETIME,
+    STATE_FILE,
+    faketime_command,
+    faketime_env,
+    save_state,
+)
 from harness.runtime.bookie_config import bookie_toml
 from harness.runtime.process import (
     free_port,
@@ -210,6 +216,7 @@ class LocalCluster:
             if not clock.exists():
                 clock.write_text("+0\n")
             env.update(faketime_env(str(clock)))
+            command = faketime_command(command)
         with node.log_path.open("ab") as log:
             proc = subprocess.Popen(
                 command,

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from harness.runtime.docker import DockerCluster
 from nemesis.base import FaultNotProven
+from nemesis.clock import ClockNemesis
 from nemesis.disk import PowerLossNemesis, WipeNemesis
 from nemesis.net import PacketNemesis, PartitionNemesis, probe_all
 from tests.integration.test_docker_runtime import client, image, source_snapshot
@@ -29,7 +31,10 @@ from bookie_image.client import BookKeeper
 
 async def main():
     async with BookKeeper(zk=sys.argv[1], ledgers_root=sys.argv[2]) as bk:
-        lh = await bk.create_ledger(ensemble=2, write_quorum=2, ack_quorum=2, password=b"pw")
+        size = int(sys.argv[3])
+        lh = await bk.create_ledger(
+            ensemble=size, write_quorum=size, ack_quorum=size, password=b"pw"
+        )
         print(await lh.append(b"x"))
 
 asyncio.run(asyncio.wait_for(main(), 8))
@@ -39,14 +44,16 @@ asyncio.run(asyncio.wait_for(main(), 8))
 @pytest.fixture(scope="module")
 def cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
     with DockerCluster(
-        tmp_path_factory.mktemp("nemesis-docker"), bookie_count=3, image=image
+        tmp_path_factory.mktemp("nemesis-docker"), bookie_count=3, image=image, faketime=True
     ).running() as c:
         yield c
 
 
-def add_from(cluster: DockerCluster, node: str) -> tuple[int, str]:
-    """A client running inside `node`'s container creates a ledger and adds one entry."""
-    return cluster.exec(node, ["python", "-c", ADD_ONE, cluster.zk, cluster.ledgers_root], 30)
+def add_from(cluster: DockerCluster, node: str, ensemble: int = 2) -> tuple[int, str]:
+    """A client running inside `node`'s container creates a ledger on `ensemble` bookies
+    (every one must ack) and adds one entry."""
+    argv = ["python", "-c", ADD_ONE, cluster.zk, cluster.ledgers_root, str(ensemble)]
+    return cluster.exec(node, argv, 30)
 
 
 async def test_isolated_node_is_cut_off_and_its_client_cannot_add_until_heal(cluster) -> None:
@@ -124,3 +131,46 @@ async def test_disk_faults_run_inside_the_containers(cluster) -> None:
     assert cluster.process_state("b2")[0] is not None
     await asyncio.to_thread(add_from, cluster, "b2")
     assert all(b["registered"] for b in cluster.status()["bookies"])
+
+
+def _journal_stats_ts(cluster: DockerCluster, node: str) -> list[float]:
+    """The bookie's own clock as its log shows it: the `ts` of each `journal-stats` line."""
+    code, log = cluster.exec(node, ["cat", cluster.node(node).log_path], 10)
+    assert code == 0, log
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    return [e["ts"] for e in lines if e["event"] == "journal-stats"]
+
+
+def _clock_lead(cluster: DockerCluster, node: str) -> float:
+    """How far `node`'s own clock runs ahead of the real one: the `journal-stats` line it
+    logs within 0.5 s of an add to a ledger on all three bookies."""
+    seen = len(_journal_stats_ts(cluster, node))
+    code, out = add_from(cluster, "zk1", ensemble=3)
+    assert code == 0, out
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        now, stamps = time.time(), _journal_stats_ts(cluster, node)
+        if len(stamps) > seen:
+            return stamps[-1] - now
+        time.sleep(0.1)
+    raise AssertionError(f"{node} logged no journal-stats line after an add")
+
+
+async def test_clock_bump_moves_the_containers_bookie_clock_and_reset_restores_it(
+    cluster,
+) -> None:
+    """Seen from outside: the bookie's log timestamps run an hour ahead, the cluster still
+    serves, and after heal they agree with real time again — across a restart too."""
+    nemesis = ClockNemesis(cluster, seed=2)
+    bump = {"f": "clock-bump", "value": {"nodes": ["b1", "b2", "b3"], "delta_s": 3600}}
+    proof = (await nemesis.invoke(bump))["proof"]
+    assert all(abs(proof[n]["observed_offset_s"] - 3600) < 1 for n in ("b1", "b2", "b3"))
+    assert proof["b1"]["libfaketime_mapped"]
+    assert proof["b1"]["offset_file"] == "/etc/bkchaos/faketime"
+    assert abs(await asyncio.to_thread(_clock_lead, cluster, "b2") - 3600) < 2
+    await asyncio.to_thread(cluster.kill, "b2")
+    await asyncio.to_thread(cluster.start, "b2")  # the offset file outlives the process
+    assert abs(await asyncio.to_thread(_clock_lead, cluster, "b2") - 3600) < 2
+    [healed] = await nemesis.heal()
+    assert all(abs(p["observed_offset_s"]) < 1 for p in healed["proof"].values())
+    assert abs(await asyncio.to_thread(_clock_lead, cluster, "b2")) < 2
