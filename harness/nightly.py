@@ -398,7 +398,7 @@ def replay_command(spec: TestSpec, run_dir: Path | None) -> str:
                 args += [flag, ",".join(value)]
         elif getattr(param, "is_flag", False):
             args += [flag] if value else []
-        elif value != param.default:
+        elif value != ("" if param.default is None else param.default):  # "": not given
             args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     return " ".join(args)
 

@@ -24,7 +24,8 @@ NETWORK_NEMESES = ("partition", "packet")
 """iptables / tc inside the nodes: they need containers (docs/nemeses.md)."""
 RUNTIME_NEMESES = {
     "local": (*NEMESES, *OPT_IN_NEMESES),
-    "docker": ("kill", "pause", "wipe", "power-loss", "corrupt", "wipe-reset", *NETWORK_NEMESES),
+    "docker": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),
+    "ssh": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),
 }
 """What each runtime can inject; anything else is refused before the run starts."""
 RUNTIMES = tuple(RUNTIME_NEMESES)
@@ -60,6 +61,8 @@ class TestSpec:
     bugs: tuple[str, ...] = ()
     seed: int = 0
     store: str = "store"
+    inventory: str = ""
+    """The ssh runtime's inventory file (harness.runtime.ssh): the hosts to run on."""
     schedule: tuple[dict[str, Any], ...] = ()
     """Explicit fault steps replayed as given instead of the seeded FaultCycle."""
     argv: tuple[str, ...] = field(default=(), compare=False)
@@ -84,6 +87,10 @@ class TestSpec:
             raise UserError(
                 f"nemesis {unsupported} is not supported on the {self.runtime} runtime "
                 f"(it supports {RUNTIME_NEMESES[self.runtime]}); see docs/nemeses.md"
+            )
+        if (self.runtime == "ssh") != bool(self.inventory):
+            raise UserError(
+                "the ssh runtime needs --inventory FILE (its hosts), and only it takes one"
             )
         if not 1 <= self.ack_quorum <= self.write_quorum <= self.ensemble:
             raise UserError(

@@ -67,16 +67,24 @@ IMPORT_CHANGES = (
 SITE_PACKAGES = "/opt/bkchaos/lib/python3.11/site-packages"
 #: Dependencies are installed by pip in a cached layer; the project wheel (pure Python)
 #: is unpacked on the host and copied in one step, the only one that reruns on an edit.
+VENV_INSTALL = (
+    "python3 -m venv /opt/bkchaos"
+    " && /opt/bkchaos/bin/pip install --quiet --disable-pip-version-check --no-index"
+    " --find-links {deps} -r {deps}/requirements.txt"
+)
+"""Shell that installs the dependencies from a wheelhouse at `{deps}` into the project's
+venv: the image's Dockerfile runs it, and so does the ssh runtime on each host."""
 DOCKERFILE = f"""\
 FROM {{base}}
 COPY deps /tmp/deps
-RUN python3 -m venv /opt/bkchaos \\
- && /opt/bkchaos/bin/pip install --quiet --disable-pip-version-check --no-index \\
-      --find-links /tmp/deps -r /tmp/deps/requirements.txt \\
+RUN {VENV_INSTALL.format(deps="/tmp/deps")} \\
  && rm -rf /tmp/deps \\
  && mkdir -p /run/sshd /var/log/bkchaos /var/lib/bkchaos
 COPY project {SITE_PACKAGES}/
 """
+NODE_DEPENDENCIES = ("kazoo", "crc32c")
+"""The third-party packages a node imports (bookie, agent, supervisor, nemesis.nodeops):
+all that the ssh runtime installs on a host besides the project itself."""
 
 
 class ImageBuildError(Exception):
@@ -330,13 +338,17 @@ def source_files(root: Path) -> list[Path]:
     return files
 
 
+def _sources_parts(root: Path) -> list[str | bytes]:
+    parts: list[str | bytes] = []
+    for rel in source_files(root):
+        parts += [str(rel), (root / rel).read_bytes()]
+    return parts
+
+
 def image_tag(root: Path | None = None) -> str:
     """The tag the current source tree builds to (what the runtimes start)."""
     root = root or project_root()
-    parts: list[str | bytes] = [base_key(), _deps_key(root), DOCKERFILE]
-    for rel in source_files(root):
-        parts += [str(rel), (root / rel).read_bytes()]
-    return f"{IMAGE_REPO}:{_digest(*parts)}"
+    return f"{IMAGE_REPO}:{_digest(base_key(), _deps_key(root), DOCKERFILE, *_sources_parts(root))}"
 
 
 def _deps_wheelhouse(root: Path, progress: Progress) -> Path:
@@ -380,6 +392,39 @@ def _project_files(root: Path, wheelhouse: Path, out: Path, progress: Progress) 
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(out)
     shutil.rmtree(work)
+
+
+def _node_requirements(root: Path) -> list[str]:
+    """The project's own requirement specs of NODE_DEPENDENCIES (e.g. `kazoo>=2.10`)."""
+    deps, _ = _requirements(root)
+    return [d for d in deps if re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0] in NODE_DEPENDENCIES]
+
+
+def node_bundle(root: Path | None = None, progress: Progress | None = None) -> tuple[Path, str]:
+    """What the ssh runtime installs on a host, built offline and cached by content:
+    `<cache>/node-<key>/deps` (wheels of NODE_DEPENDENCIES and their requirements.txt)
+    and `project/` (the project wheel, unpacked). Returns (that directory, key)."""
+    progress = progress or QuietProgress()
+    root = root or project_root()
+    key = _digest(_deps_key(root), *NODE_DEPENDENCIES, *_sources_parts(root))
+    dest = cache_dir() / f"node-{key}"
+    if dest.is_dir():
+        return dest, key
+    wheelhouse = _deps_wheelhouse(root, progress)
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{dest.name}.partial-", dir=cache_dir()))
+    (partial / "deps").mkdir()
+    requirements = _node_requirements(root)
+    cmd = [sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-index"]
+    cmd += ["--find-links", str(wheelhouse), "-w", str(partial / "deps"), *requirements]
+    _run_logged(cmd, partial / "deps.log", progress, "the node's wheels did not resolve offline")
+    (partial / "deps" / "requirements.txt").write_text("\n".join(requirements) + "\n")
+    _project_files(root, wheelhouse, partial / "project", progress)
+    try:
+        partial.rename(dest)
+    except OSError:  # another build of the same key got there first: same content
+        shutil.rmtree(partial)
+    return dest, key
 
 
 def _docker_build(client: docker.DockerClient, context: Path, tag: str, progress: Progress) -> None:

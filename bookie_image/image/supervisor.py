@@ -7,6 +7,9 @@ this supervisor, never the process itself:
     python -m bookie_image.image.supervisor run [--log FILE] -- COMMAND...
     python -m bookie_image.image.supervisor ctl start|stop|kill|pause|resume|status
 
+On an ssh host the runtime starts `run` detached (`setsid`) instead of as PID 1; its own
+pid is in STATE_DIR/supervisor.pid for teardown.
+
 `run` starts COMMAND in its own session (so a signal reaches all its threads and
 children), appends its output to the log, reaps every zombie (PID 1's duty) and never
 restarts it by itself: whether a dead process comes back is the nemesis's decision.
@@ -181,6 +184,8 @@ class Supervisor:
     def serve(self) -> int:
         """The main loop: commands on the socket, SIGCHLD reaping, SIGTERM shutdown."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        # Where PID 1 is not ours (an ssh host), teardown finds the supervisor here.
+        (self.state_dir / "supervisor.pid").write_text(str(os.getpid()))
         path = self.state_dir / SOCKET_NAME
         path.unlink(missing_ok=True)
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import click
 
+from harness.errors import UserError
 from harness.runtime.base import STATE_FILE, Cluster
 from harness.runtime.local import LocalCluster
 
 DEFAULT_DIR = Path(".bkchaos/cluster")
-RUNTIMES = ("local", "docker")
+RUNTIMES = ("local", "docker", "ssh")
 
 dir_option = click.option(
     "--dir",
@@ -21,6 +22,14 @@ dir_option = click.option(
     default=DEFAULT_DIR,
     show_default=True,
     help="Directory holding the cluster's state, configs, data and logs.",
+)
+
+inventory_option = click.option(
+    "--inventory",
+    type=click.Path(exists=True, dir_okay=False, resolve_path=True),
+    default=None,
+    callback=lambda _ctx, _param, value: value or "",
+    help="ssh: the TOML file naming the hosts (see docs/runtimes.md).",
 )
 
 
@@ -41,19 +50,32 @@ def cluster() -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the endpoints as JSON.")
 @click.option("--image", default="", help="docker: run this image instead of the tree's own.")
+@inventory_option
 @dir_option
 def up(
-    runtime: str, bookies: int, clients: int, as_json: bool, image: str, state_dir: Path
+    runtime: str,
+    bookies: int,
+    clients: int,
+    as_json: bool,
+    image: str,
+    inventory: str,
+    state_dir: Path,
 ) -> None:
     """Start ZooKeeper, BOOKIES bookies and CLIENTS agents, print their endpoints, return."""
     started: Cluster
     sizes = {"bookie_count": bookies, "client_count": clients}
+    if (runtime == "ssh") != bool(inventory):
+        raise UserError("--runtime ssh needs --inventory FILE (its hosts), and only it takes one")
     if runtime == "docker":
         from harness.cli.image import build_with_progress
         from harness.runtime.docker import DockerCluster
 
         tag = image or build_with_progress().tag
         started = DockerCluster(state_dir.resolve(), image=tag, **sizes).up()
+    elif runtime == "ssh":
+        from harness.runtime.ssh import SshCluster
+
+        started = SshCluster(state_dir.resolve(), inventory=inventory, **sizes).up()
     else:
         started = LocalCluster(state_dir.resolve(), **sizes).up()
     _print_status(started.status(), as_json)
@@ -61,11 +83,17 @@ def up(
 
 def _load(state_dir: Path) -> Cluster:
     """The cluster in `state_dir`, of whichever runtime started it."""
+    runtime = "local"
     with contextlib.suppress(OSError, ValueError):
-        if json.loads((state_dir / STATE_FILE).read_text()).get("runtime") == "docker":
-            from harness.runtime.docker import DockerCluster
+        runtime = json.loads((state_dir / STATE_FILE).read_text()).get("runtime", "local")
+    if runtime == "docker":
+        from harness.runtime.docker import DockerCluster
 
-            return DockerCluster.load(state_dir)
+        return DockerCluster.load(state_dir)
+    if runtime == "ssh":
+        from harness.runtime.ssh import SshCluster
+
+        return SshCluster.load(state_dir)
     return LocalCluster.load(state_dir)
 
 

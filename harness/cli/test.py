@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.live import Live
 
+from harness.cli.cluster import inventory_option
 from harness.controller import RunCounters
 from harness.errors import UserError
 from harness.runner import exit_code, run_test
@@ -80,6 +81,7 @@ def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--bug", "bugs", multiple=True, help="Switch on a seeded bug (repeatable).")
 @click.option("--seed", type=int, default=None, help="Seed (default: random, recorded).")
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="local", show_default=True)
+@inventory_option
 @click.option("--store", default="store", show_default=True)
 @click.option(
     "--schedule",

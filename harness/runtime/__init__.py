@@ -8,30 +8,30 @@ from typing import TYPE_CHECKING
 from bookie_image import bugs
 
 if TYPE_CHECKING:
-    from harness.runtime.docker import DockerCluster
     from harness.runtime.local import LocalCluster
+    from harness.runtime.supervised import SupervisedCluster
     from harness.testspec import TestSpec
 
 
-def make_cluster(spec: TestSpec, nodes_dir: Path) -> LocalCluster | DockerCluster:
+def make_cluster(spec: TestSpec, nodes_dir: Path) -> LocalCluster | SupervisedCluster:
     """The spec's cluster (not started), keeping its state and node logs in `nodes_dir`.
 
     Seeded bugs reach every bookie and agent through BKCHAOS_BUGS. Docker's image is the
     tree's own, built or reused (cached by content) as the cluster comes up.
     """
     env = {bugs.ENV_VAR: ",".join(spec.bugs)} if spec.bugs else {}
+    faketime = any(kind.startswith("clock") for kind in spec.nemesis)
+    sizes = {"bookie_count": spec.bookies, "client_count": spec.clients}
     if spec.runtime == "docker":
         from harness.runtime.docker import DockerCluster  # the docker SDK only when needed
 
-        return DockerCluster(
-            nodes_dir, bookie_count=spec.bookies, client_count=spec.clients, extra_env=env
+        return DockerCluster(nodes_dir, **sizes, extra_env=env, faketime=faketime)
+    if spec.runtime == "ssh":
+        from harness.runtime.ssh import SshCluster
+
+        return SshCluster(
+            nodes_dir, **sizes, extra_env=env, faketime=faketime, inventory=spec.inventory
         )
     from harness.runtime.local import LocalCluster
 
-    return LocalCluster(
-        nodes_dir,
-        bookie_count=spec.bookies,
-        client_count=spec.clients,
-        extra_env=env,
-        faketime=any(kind.startswith("clock") for kind in spec.nemesis),
-    )
+    return LocalCluster(nodes_dir, **sizes, extra_env=env, faketime=faketime)

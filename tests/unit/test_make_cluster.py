@@ -10,6 +10,7 @@ from harness.errors import UserError
 from harness.runtime import make_cluster
 from harness.runtime.docker import DockerCluster
 from harness.runtime.local import LocalCluster
+from harness.runtime.ssh import SshCluster
 from harness.testspec import TestSpec
 
 
@@ -29,6 +30,18 @@ def test_local_spec_fakes_clocks_only_for_clock_faults(tmp_path: Path) -> None:
     assert (plain.faketime, clocked.faketime, plain.extra_env) == (False, True, {})
 
 
-def test_docker_refuses_clock_faults_before_anything_starts() -> None:
-    with pytest.raises(UserError, match="not supported on the docker runtime"):
-        TestSpec(runtime="docker", nemesis=("clock",))
+def test_docker_and_ssh_fake_the_bookies_clocks_for_clock_faults(tmp_path: Path) -> None:
+    docker_cluster = make_cluster(TestSpec(runtime="docker", nemesis=("clock",)), tmp_path)
+    inventory = tmp_path / "hosts.toml"
+    spec = TestSpec(runtime="ssh", inventory=str(inventory), nemesis=("clock-strobe", "kill"))
+    ssh_cluster = make_cluster(spec, tmp_path)
+    assert isinstance(docker_cluster, DockerCluster) and isinstance(ssh_cluster, SshCluster)
+    assert docker_cluster.faketime and ssh_cluster.faketime
+    assert ssh_cluster.inventory == str(inventory)
+
+
+def test_the_ssh_runtime_needs_an_inventory_and_only_it_takes_one() -> None:
+    with pytest.raises(UserError, match="needs --inventory"):
+        TestSpec(runtime="ssh")
+    with pytest.raises(UserError, match="needs --inventory"):
+        TestSpec(runtime="local", inventory="hosts.toml")

@@ -1,0 +1,347 @@
+"""The ssh runtime (DESIGN §5): nodes are machines reached over ssh (paramiko), as in Jepsen.
+
+An inventory file names the hosts; the first runs ZooKeeper (`zk1`), the next N the
+bookies (`b1…`), the next M the client agents (`c1…`), one node per host:
+
+    user = "root"                  # defaults for every host (each may override)
+    key = "~/.ssh/id_ed25519"      # private key file; without one, ssh-agent / ~/.ssh keys
+    [[hosts]]
+    host = "10.0.0.11"             # the address the other nodes and the controller use
+    port = 22
+
+`up()` installs the project on each host from a bundle built here offline (the node's
+wheels and the unpacked project, `bookie_image.image.build.node_bundle`) into
+/opt/bkchaos — the image's layout, so the same commands and nemeses work — unless the
+host already has that bundle; then it resets each node (stops a previous run's
+supervisor, deletes data, config and logs), writes the configs and starts the image's
+supervisor detached (`setsid`), which runs the node's process exactly as PID 1 does in a
+container. Commands run as root (a non-root user needs passwordless sudo). `down()`
+collects the logs into `state_dir/<node>/`, stops the supervisors and deletes the data.
+The controller reaches ZooKeeper and the agents at the hosts' addresses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shlex
+import tarfile
+import threading
+import tomllib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import paramiko
+
+from harness.errors import UserError
+from harness.runtime.supervised import (
+    AGENT_PORT,
+    BOOKIE_PORT,
+    CONFIG_DIR,
+    DATA_DIR,
+    LOG_DIR,
+    SUPERVISOR,
+    ZK_PORT,
+    Node,
+    SupervisedCluster,
+    signals_deferred,
+)
+
+INSTALL_DIR = "/opt/bkchaos"
+INSTALLED_MARK = f"{INSTALL_DIR}/.bundle"
+"""Holds the key of the bundle installed on a host: an unchanged tree is not re-sent."""
+SUPERVISOR_DIR = "/run/bkchaos"  # the supervisor's default STATE_DIR
+CONNECT_TIMEOUT_S = 10.0
+COMMAND_TIMEOUT_S = 300.0
+TEARDOWN = f"""
+pid=$(cat {SUPERVISOR_DIR}/supervisor.pid 2>/dev/null)
+if [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; then
+  for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null
+fi
+child=$(cat {SUPERVISOR_DIR}/pid 2>/dev/null)
+[ -n "$child" ] && kill -KILL -- "-$child" 2>/dev/null
+rm -rf {SUPERVISOR_DIR} {DATA_DIR} {CONFIG_DIR} {LOG_DIR}
+exit 0
+"""
+"""Stop whatever a previous run left on the host (its supervisor stops its process
+gracefully; a process whose supervisor was killed is killed by its group) and delete the
+node's state. Idempotent."""
+
+
+@dataclass
+class SshHost:
+    """One inventory entry."""
+
+    host: str
+    port: int = 22
+    user: str = "root"
+    key: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+
+def read_inventory(path: str | Path) -> list[SshHost]:
+    """The hosts of an inventory file (see the module docstring), or a UserError that
+    says what is wrong with it."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read the inventory {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"the inventory {path} is not valid TOML: {exc}") from exc
+    defaults = {k: data[k] for k in ("port", "user", "key") if k in data}
+    entries = data.get("hosts")
+    if not isinstance(entries, list) or not entries:
+        raise UserError(
+            f'the inventory {path} lists no hosts; add [[hosts]] tables with host = "…"'
+        )
+    hosts = []
+    for i, entry in enumerate(entries, 1):
+        unknown = set(entry) - {"host", "port", "user", "key"}
+        if "host" not in entry or unknown:
+            raise UserError(
+                f"host #{i} of the inventory {path} needs `host` and may have only "
+                f"port, user, key (got {sorted(entry)})"
+            )
+        host = SshHost(**{**defaults, **entry})
+        if not isinstance(host.port, int) or not 0 < host.port < 65536:
+            raise UserError(f"host #{i} of the inventory {path}: port must be 1-65535")
+        host.key = str(Path(host.key).expanduser()) if host.key else ""
+        hosts.append(host)
+    return hosts
+
+
+@dataclass
+class SshCluster(SupervisedCluster):
+    """ZooKeeper, N bookies and M client agents on the hosts of `inventory`."""
+
+    inventory: str = ""
+    hosts: list[SshHost] = field(default_factory=list)
+    """The host of each node, in `nodes` order (assigned by `up`)."""
+    _connections: dict[str, paramiko.SSHClient] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    runtime: ClassVar[str] = "ssh"
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    def up(self) -> SshCluster:
+        """Install, reset and start every node; return once ZooKeeper serves, every
+        bookie is registered and every agent answers. On any failure, every node is
+        stopped and reset again."""
+        available = read_inventory(self.inventory)
+        needed = 1 + self.bookie_count + self.client_count
+        if len(available) < needed:
+            raise UserError(
+                f"{self.bookie_count} bookies and {self.client_count} clients need {needed} "
+                f"hosts (one for ZooKeeper), but the inventory {self.inventory} has "
+                f"{len(available)}; add hosts or ask for fewer nodes"
+            )
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.hosts = available[:needed]
+        roles = [("zk1", "zk", ZK_PORT)]
+        roles += [(f"b{i}", "bookie", BOOKIE_PORT) for i in range(1, self.bookie_count + 1)]
+        roles += [(f"c{i}", "client", AGENT_PORT) for i in range(1, self.client_count + 1)]
+        self.nodes = [
+            Node(name, role, host.host, port, f"{host.host}:{port}")
+            for (name, role, port), host in zip(roles, self.hosts, strict=True)
+        ]
+        self.save()
+        try:
+            from bookie_image.image.build import ImageBuildError, node_bundle
+
+            try:
+                bundle, key = node_bundle()
+            except ImageBuildError as exc:
+                raise UserError(str(exc)) from exc
+            self._on_every_node(lambda node: self._install(node, bundle, key))
+            self._on_every_node(self._reset)
+            zookeepers, bookies, clients = map(self.with_role, ("zk", "bookie", "client"))
+            for node in [*zookeepers, *bookies]:
+                self._launch(node)
+            self._wait_serving(zookeepers)
+            for node in clients:  # an agent connects to ZooKeeper as it starts
+                self._launch(node)
+            self._wait_serving([*bookies, *clients])
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def _on_every_node(self, action: Callable[[Node], None]) -> None:
+        """`action(node)` on all nodes at once (installs and resets are per host)."""
+        with ThreadPoolExecutor(max_workers=min(8, len(self.nodes))) as pool:
+            for done in [pool.submit(action, node) for node in self.nodes]:
+                done.result()
+
+    def _install(self, node: Node, bundle: Path, key: str) -> None:
+        """Install the bundle (`node_bundle`) into /opt/bkchaos unless that very one is there."""
+        from bookie_image.image.build import IMAGE_PYTHON, VENV_INSTALL
+
+        code, found = self._run(node.name, ["cat", INSTALLED_MARK])
+        if code == 0 and found.strip() == key:
+            return
+        wanted = ".".join(map(str, IMAGE_PYTHON))
+        code, version = self._run(node.name, ["python3", "-c", "import sys; print(sys.version)"])
+        if code != 0 or not version.startswith(wanted + "."):
+            raise UserError(
+                f"{self._host(node.name)} needs python {wanted} with venv (Debian bookworm's "
+                f"python3 and python3-venv); it has: {version.strip() or 'no python3'}"
+            )
+        staging = f"{INSTALL_DIR}.staging"
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+            tar.add(bundle, arcname=".")
+        self._check(node, ["sh", "-c", f"rm -rf {staging} && mkdir -p {staging}"])
+        self._check(node, ["tar", "-xz", "-C", staging], stdin=archive.getvalue())
+        site = f"{INSTALL_DIR}/lib/python3.11/site-packages"
+        script = (
+            f"rm -rf {INSTALL_DIR} && {VENV_INSTALL.format(deps=staging + '/deps')}"
+            f" && cp -a {staging}/project/. {site}/ && rm -rf {staging}"
+            f" && echo {key} > {INSTALLED_MARK}"
+        )
+        self._check(node, ["sh", "-c", script])
+
+    def _reset(self, node: Node) -> None:
+        self._check(node, ["sh", "-c", TEARDOWN])
+
+    def _launch(self, node: Node) -> None:
+        """Write the node's config files and start its supervisor, detached."""
+        command, files = self._role_files(node)
+        for path, data in files.items():
+            directory = str(Path(path).parent)
+            script = f"mkdir -p {shlex.quote(directory)} && cat > {shlex.quote(path)}"
+            self._check(node, ["sh", "-c", script], stdin=data)
+        env = [f"{key}={value}" for key, value in self.extra_env.items()]
+        supervisor = [*SUPERVISOR, "run", "--log", node.log_path, "--", *command]
+        detached = shlex.join(["setsid", "-f", "env", *env, *supervisor])
+        out = shlex.quote(f"{LOG_DIR}/supervisor.out")
+        script = f"mkdir -p {DATA_DIR} {LOG_DIR} && {detached} > {out} 2>&1 < /dev/null"
+        self._check(node, ["sh", "-c", script])
+
+    def down(self) -> None:
+        """Collect the node logs into `state_dir/<node>/`, stop every supervisor and
+        delete the nodes' data. Safe to call twice; a host that cannot be reached is
+        skipped (its next `up` resets it)."""
+        with signals_deferred():
+            with contextlib.suppress(OSError):
+                self.collect_logs(self.state_dir)
+            for node in self.nodes:
+                with contextlib.suppress(UserError):
+                    self._reset(node)
+            self.down_connections()
+
+    def collect_logs(self, dest: Path) -> None:
+        """Copy each node's LOG_DIR to `dest/<node>/`."""
+        for node in self.nodes:
+            with contextlib.suppress(UserError, tarfile.TarError):
+                code, data = self._exec(node.name, ["tar", "-c", "-C", LOG_DIR, "."])
+                if code != 0:
+                    continue
+                target = dest / node.name
+                target.mkdir(parents=True, exist_ok=True)
+                with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                    tar.extractall(target, filter="data")
+
+    # ---- reaching a node -------------------------------------------------------------
+
+    def _host(self, name: str) -> SshHost:
+        return self.hosts[self.nodes.index(self.node(name))]
+
+    def _connection(self, name: str) -> paramiko.SSHClient:
+        host = self._host(name)
+        with self._lock:
+            connection = self._connections.get(host.host)
+            transport = connection.get_transport() if connection else None
+            if connection is None or transport is None or not transport.is_active():
+                connection = paramiko.SSHClient()
+                # Jepsen's default too: test hosts are re-created, their host keys change.
+                connection.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+                try:
+                    connection.connect(
+                        host.host,
+                        port=host.port,
+                        username=host.user,
+                        key_filename=host.key or None,
+                        timeout=CONNECT_TIMEOUT_S,
+                        banner_timeout=CONNECT_TIMEOUT_S,
+                        auth_timeout=CONNECT_TIMEOUT_S,
+                    )
+                except (paramiko.SSHException, OSError) as exc:
+                    raise UserError(
+                        f"cannot ssh to {host} ({name}): {exc}; check the inventory "
+                        f"{self.inventory} (host, port, user, key) and that sshd runs there"
+                    ) from exc
+                self._connections[host.host] = connection
+            return connection
+
+    def _exec(self, name: str, argv: list[str], stdin: bytes = b"") -> tuple[int, bytes]:
+        """Run `argv` on the node as root (sudo -n for another user), feeding `stdin`;
+        (exit code, stdout and stderr as bytes)."""
+        command = shlex.join(argv)
+        if self._host(name).user != "root":
+            command = f"sudo -n -- {command}"
+        try:
+            transport = self._connection(name).get_transport()
+            assert transport is not None
+            channel = transport.open_session(timeout=CONNECT_TIMEOUT_S)
+            with channel:
+                channel.settimeout(COMMAND_TIMEOUT_S)
+                channel.set_combine_stderr(True)
+                channel.exec_command(command)
+                if stdin:
+                    channel.sendall(stdin)
+                channel.shutdown_write()
+                output = bytearray()
+                while chunk := channel.recv(1 << 16):
+                    output += chunk
+                return channel.recv_exit_status(), bytes(output)
+        except (paramiko.SSHException, OSError) as exc:
+            raise UserError(f"ssh to {self._host(name)} ({name}) failed: {exc}") from exc
+
+    def _run(self, name: str, argv: list[str]) -> tuple[int, str]:
+        code, output = self._exec(name, argv)
+        return code, output.decode(errors="replace")
+
+    def _check(self, node: Node, argv: list[str], stdin: bytes = b"") -> None:
+        code, output = self._exec(node.name, argv, stdin)
+        if code != 0:
+            raise UserError(
+                f"on {self._host(node.name)} ({node.name}) `{shlex.join(argv)[:200]}` failed "
+                f"(exit {code}): {output.decode(errors='replace').strip()[-1500:]}"
+            )
+
+    @classmethod
+    def reset_inventory(cls, inventory: str) -> list[str]:
+        """Stop every supervisor and delete every node's state on all hosts of the
+        inventory (`bkchaos gc --inventory`: after a controller was SIGKILLed)."""
+        hosts = read_inventory(inventory)
+        nodes = [Node(f"h{i}", "client", h.host, 0) for i, h in enumerate(hosts, 1)]
+        cleaner = cls(Path("."), inventory=inventory, hosts=hosts, nodes=nodes)
+        try:
+            cleaner._on_every_node(cleaner._reset)
+        finally:
+            cleaner.down_connections()
+        return [str(h) for h in hosts]
+
+    def down_connections(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+
+    def _status_extras(self) -> dict:
+        return {"inventory": self.inventory}
+
+    def _node_extras(self, node: Node) -> dict:
+        return {"ssh": str(self._host(node.name))}
+
+    @classmethod
+    def _revive(cls, state: dict[str, Any]) -> dict[str, Any]:
+        return {**state, "hosts": [SshHost(**h) for h in state.get("hosts", [])]}
