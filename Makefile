@@ -20,11 +20,11 @@ $(STAMP): pyproject.toml
 
 # The main job: build (or reuse) the node image, then a 60-second chaos run of the ledger
 # workload against ZooKeeper + 3 bookies + 2 client agents in containers, with network
-# partitions, bookie kills and pauses; prints the verdict and where the report is.
+# partitions, bookie kills, pauses and clock skew; prints the verdict and the report's path.
 run: setup
 	$(BIN)/bkchaos image build
 	$(BIN)/bkchaos test --runtime docker --workload ledger --bookies 3 \
-		--ensemble 3 --wq 3 --aq 2 --nemesis partition,kill,pause --time-limit 60
+		--ensemble 3 --wq 3 --aq 2 --nemesis partition,kill,pause,clock --time-limit 60
 
 # The whole test suite: lint, unit, integration (real ZooKeeper and bookie processes).
 test: setup lint

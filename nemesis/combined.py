@@ -1,9 +1,11 @@
 """The combined nemesis schedule: several fault kinds at once, with overlaps.
 
 `CombinedCycle` is what a run with more than one `--nemesis` kind plays (one kind plays
-`FaultCycle`): every `interval` on average a fault of a kind drawn from the enabled ones
-starts on a node that carries no fault yet, holds for a drawn duration (0.5 to 1.5
-intervals) and stops; up to `max_overlap` faults are in force at once. Network faults
+`FaultCycle`): every `interval` on average a fault starts on a node that carries no fault
+yet, holds for a drawn duration (0.5 to 1.5
+intervals) and stops; up to `max_overlap` faults are in force at once. Kinds come from a
+shuffled bag — each enabled kind once per round, in a drawn order — so a 60-second run
+with four kinds shows all four instead of leaving one out by chance. Network faults
 (partition, packet) act on the whole cluster, so at most one of each kind is in force.
 Everything is drawn from the nemesis's seeded rng and timed by the run's clock, so a seed
 replays the schedule. Whatever is still in force when the time limit cuts the schedule
@@ -29,6 +31,8 @@ class CombinedCycle(Generator):
     max_overlap: int = 2
     active: dict[str, tuple[str, float]] = field(default_factory=dict)
     """node -> (kind, when it stops)."""
+    bag: list[str] = field(default_factory=list)
+    """Kinds not yet started in this round."""
     next_start: float | None = None
 
     def __post_init__(self) -> None:
@@ -54,9 +58,12 @@ class CombinedCycle(Generator):
         self.next_start = ctx.time + self._hold(ctx)
         free = [n for n in self.nodes if n not in self.active]
         busy_kinds = {kind for kind, _ in self.active.values()}
-        kinds = [k for k in self.kinds if k not in CLUSTER_WIDE or k not in busy_kinds]
+        if not self.bag:
+            self.bag = ctx.rng.sample(self.kinds, len(self.kinds))
+        kinds = [k for k in self.bag if k not in CLUSTER_WIDE or k not in busy_kinds]
         if len(self.active) >= self.max_overlap or not free or not kinds:
             return PENDING
-        kind, node = ctx.rng.choice(kinds), ctx.rng.choice(free)
+        kind, node = kinds[0], ctx.rng.choice(free)
+        self.bag.remove(kind)
         self.active[node] = (kind, ctx.time + self._hold(ctx))
         return _op(START_STOP[kind][0], node)

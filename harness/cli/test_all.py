@@ -146,8 +146,11 @@ test_all.params.extend(p for p in test_cli.test.params if p.name not in SHARED_W
 )
 @click.option("--seconds", type=float, default=15.0, show_default=True, help="Run length each.")
 @click.option("--workload", type=click.Choice(WORKLOADS), default="ledger", show_default=True)
+@click.option(
+    "--runtime", type=click.Choice(["docker", "local"]), default="docker", show_default=True
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def bench_harness(workers: str, seconds: float, workload: str, as_json: bool) -> None:
+def bench_harness(workers: str, seconds: float, workload: str, runtime: str, as_json: bool) -> None:
     """Ops/s the controller records end to end with no faults, per worker count."""
     from harness.bench import harness as bench
 
@@ -157,7 +160,7 @@ def bench_harness(workers: str, seconds: float, workload: str, as_json: bool) ->
         raise UserError(f"--workers {workers!r}: give worker counts like 1,8,32") from None
     if not counts or min(counts) < 1 or seconds <= 0:
         raise UserError("--workers must be counts >= 1 and --seconds positive")
-    figures = bench.run(counts, seconds, workload)
+    figures = bench.run(counts, seconds, workload, runtime)
     if as_json:
         click.echo(json.dumps(figures, indent=2))
         return

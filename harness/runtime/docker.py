@@ -70,7 +70,7 @@ def docker_client(timeout: int = 120) -> docker.DockerClient:
     except docker.errors.DockerException as exc:
         raise UserError(
             f"cannot reach the Docker engine ({exc}); start it (e.g. `service docker start`) "
-            "or use `--runtime local`"
+            "or use `--runtime local` or `--runtime ssh --inventory FILE`"
         ) from exc
     return client
 
@@ -146,6 +146,13 @@ class DockerCluster(SupervisedCluster):
                 self.image = build_image(docker_client(timeout=900)).tag
             except ImageBuildError as exc:
                 raise UserError(str(exc)) from exc
+        try:  # nothing can be pulled here: a missing image must not become a pull attempt
+            self.client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            raise UserError(
+                f"there is no image {self.image} in the Docker engine (nothing can be pulled); "
+                "run `bkchaos image build`, or leave out --image to use the tree's own"
+            ) from None
         try:
             network = self._create_network()
             hosts = list(network.hosts())

@@ -175,10 +175,15 @@ class SshCluster(SupervisedCluster):
             raise
         return self
 
-    def _on_every_node(self, action: Callable[[Node], None]) -> None:
-        """`action(node)` on all nodes at once (installs and resets are per host)."""
-        with ThreadPoolExecutor(max_workers=min(8, len(self.nodes))) as pool:
-            for done in [pool.submit(action, node) for node in self.nodes]:
+    def _on_every_node(
+        self, action: Callable[[Node], None], nodes: list[Node] | None = None
+    ) -> None:
+        """`action(node)` on all `nodes` (default: every node) at once."""
+        nodes = self.nodes if nodes is None else nodes
+        if not nodes:
+            return
+        with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
+            for done in [pool.submit(action, node) for node in nodes]:
                 done.result()
 
     def _install(self, node: Node, bundle: Path, key: str) -> None:
@@ -212,6 +217,11 @@ class SshCluster(SupervisedCluster):
     def _reset(self, node: Node) -> None:
         self._check(node, ["sh", "-c", TEARDOWN])
 
+    def _reset_quietly(self, node: Node) -> None:
+        """`_reset`, skipping a host that cannot be reached (its next `up` resets it)."""
+        with contextlib.suppress(UserError):
+            self._reset(node)
+
     def _launch(self, node: Node) -> None:
         """Write the node's config files and start its supervisor, detached."""
         command, files = self._role_files(node)
@@ -233,9 +243,12 @@ class SshCluster(SupervisedCluster):
         with signals_deferred():
             with contextlib.suppress(OSError):
                 self.collect_logs(self.state_dir)
-            for node in self.nodes:
-                with contextlib.suppress(UserError):
-                    self._reset(node)
+            # Agents and bookies first, all at once: a bookie told to stop deregisters
+            # from ZooKeeper, and takes its full grace period when ZooKeeper is gone.
+            zookeepers = self.with_role("zk")
+            others = [n for n in self.nodes if n not in zookeepers]
+            for group in (others, zookeepers):
+                self._on_every_node(self._reset_quietly, group)
             self.down_connections()
 
     def collect_logs(self, dest: Path) -> None:

@@ -269,3 +269,12 @@ def test_unreachable_engine_is_a_user_error() -> None:
     result = subprocess.run([*BKCHAOS, "gc"], capture_output=True, text=True, env=env)
     assert result.returncode == 254
     assert "start it" in result.stderr and "--runtime local" in result.stderr
+
+
+def test_a_missing_image_is_a_user_error_never_a_pull(
+    client: docker.DockerClient, tmp_path: Path
+) -> None:
+    up = [*BKCHAOS, "cluster", "up", "--runtime", "docker", "--image", "bkchaos:absent"]
+    result = subprocess.run([*up, "--dir", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 254, result.stderr
+    assert "no image bkchaos:absent" in result.stderr and "bkchaos image build" in result.stderr

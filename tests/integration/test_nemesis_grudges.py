@@ -64,3 +64,7 @@ def test_combined_cycle_overlaps_and_replays_from_its_seed() -> None:
         return ops
 
     assert play(1) == play(1) and play(1) != play(2)
+    kinds = {"kill", "wipe", "start-partition", "start-packet"}
+    for seed in range(20):  # each kind once per round of four starts
+        starts = [f for _, f, _ in play(seed) if f in kinds]
+        assert set(starts[:4]) == kinds, starts
