@@ -49,6 +49,8 @@ class TestSpec:
     rate: float = 200.0
     op_timeout: float = 10.0
     bookies: int = 3
+    zookeepers: int = 1
+    """ZooKeeper servers: 1, or an odd ensemble (docker and ssh runtimes)."""
     ensemble: int = 3
     write_quorum: int = 2
     ack_quorum: int = 2
@@ -87,6 +89,11 @@ class TestSpec:
             raise UserError(
                 f"nemesis {unsupported} is not supported on the {self.runtime} runtime "
                 f"(it supports {RUNTIME_NEMESES[self.runtime]}); see docs/nemeses.md"
+            )
+        if self.zookeepers != 1 and (self.runtime == "local" or self.zookeepers % 2 == 0):
+            raise UserError(
+                f"--zk {self.zookeepers}: a ZooKeeper ensemble needs an odd number of servers "
+                "and the docker or ssh runtime (the local runtime runs one)"
             )
         if (self.runtime == "ssh") != bool(self.inventory):
             raise UserError(

@@ -32,6 +32,15 @@ inventory_option = click.option(
     help="ssh: the TOML file naming the hosts (see docs/runtimes.md).",
 )
 
+zk_option = click.option(
+    "--zk",
+    "zookeepers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="ZooKeeper servers: 1, or an odd ensemble such as 3 (docker, ssh).",
+)
+
 
 @click.group()
 def cluster() -> None:
@@ -48,6 +57,7 @@ def cluster() -> None:
     show_default=True,
     help="Client agents (c1…), reached by the controller on 127.0.0.1.",
 )
+@zk_option
 @click.option("--json", "as_json", is_flag=True, help="Print the endpoints as JSON.")
 @click.option("--image", default="", help="docker: run this image instead of the tree's own.")
 @inventory_option
@@ -56,6 +66,7 @@ def up(
     runtime: str,
     bookies: int,
     clients: int,
+    zookeepers: int,
     as_json: bool,
     image: str,
     inventory: str,
@@ -66,18 +77,21 @@ def up(
     sizes = {"bookie_count": bookies, "client_count": clients}
     if (runtime == "ssh") != bool(inventory):
         raise UserError("--runtime ssh needs --inventory FILE (its hosts), and only it takes one")
+    if zookeepers != 1 and runtime == "local":
+        raise UserError("--zk: the local runtime runs one ZooKeeper; use --runtime docker or ssh")
     if runtime == "docker":
         from harness.cli.image import build_with_progress
         from harness.runtime.docker import DockerCluster
 
         tag = image or build_with_progress().tag
-        started = DockerCluster(state_dir.resolve(), image=tag, **sizes).up()
+        started = DockerCluster(state_dir.resolve(), image=tag, zk_count=zookeepers, **sizes)
     elif runtime == "ssh":
         from harness.runtime.ssh import SshCluster
 
-        started = SshCluster(state_dir.resolve(), inventory=inventory, **sizes).up()
+        started = SshCluster(state_dir.resolve(), inventory=inventory, zk_count=zookeepers, **sizes)
     else:
-        started = LocalCluster(state_dir.resolve(), **sizes).up()
+        started = LocalCluster(state_dir.resolve(), **sizes)
+    started.up()
     _print_status(started.status(), as_json)
 
 

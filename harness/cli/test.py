@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.live import Live
 
-from harness.cli.cluster import inventory_option
+from harness.cli.cluster import inventory_option, zk_option
 from harness.controller import RunCounters
 from harness.errors import UserError
 from harness.runner import exit_code, run_test
@@ -60,6 +60,7 @@ def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--rate", type=float, default=200.0, show_default=True, help="Client ops/s.")
 @click.option("--op-timeout", type=float, default=10.0, show_default=True)
 @click.option("--bookies", type=int, default=4, show_default=True)
+@zk_option
 @click.option("--ensemble", type=int, default=3, show_default=True)
 @click.option("--wq", "write_quorum", type=int, default=2, show_default=True)
 @click.option("--aq", "ack_quorum", type=int, default=2, show_default=True)

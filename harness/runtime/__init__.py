@@ -22,16 +22,15 @@ def make_cluster(spec: TestSpec, nodes_dir: Path) -> LocalCluster | SupervisedCl
     env = {bugs.ENV_VAR: ",".join(spec.bugs)} if spec.bugs else {}
     faketime = any(kind.startswith("clock") for kind in spec.nemesis)
     sizes = {"bookie_count": spec.bookies, "client_count": spec.clients}
-    if spec.runtime == "docker":
-        from harness.runtime.docker import DockerCluster  # the docker SDK only when needed
+    if spec.runtime == "local":
+        from harness.runtime.local import LocalCluster
 
-        return DockerCluster(nodes_dir, **sizes, extra_env=env, faketime=faketime)
+        return LocalCluster(nodes_dir, **sizes, extra_env=env, faketime=faketime)
+    supervised = {**sizes, "zk_count": spec.zookeepers, "extra_env": env, "faketime": faketime}
     if spec.runtime == "ssh":
         from harness.runtime.ssh import SshCluster
 
-        return SshCluster(
-            nodes_dir, **sizes, extra_env=env, faketime=faketime, inventory=spec.inventory
-        )
-    from harness.runtime.local import LocalCluster
+        return SshCluster(nodes_dir, **supervised, inventory=spec.inventory)
+    from harness.runtime.docker import DockerCluster  # the docker SDK only when needed
 
-    return LocalCluster(nodes_dir, **sizes, extra_env=env, faketime=faketime)
+    return DockerCluster(nodes_dir, **supervised)

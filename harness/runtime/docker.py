@@ -1,8 +1,8 @@
 """The docker runtime (DESIGN §5): every node in its own container with its own address.
 
-One bridge network per run with a fixed /24 and static IPs (zk1 = .2, bookie bN = .10+N,
-client agent cM = .100+M), NET_ADMIN in every container (iptables / tc for the nemeses),
-the node's data on a named volume (it survives process restarts) and
+One bridge network per run with a fixed /24 and static IPs (ZooKeeper zkN = .1+N, bookie
+bN = .10+N, client agent cM = .100+M), NET_ADMIN in every container (iptables / tc for the
+nemeses), the node's data on a named volume (it survives process restarts) and
 `bkchaos.run=<run id>` on every container, network and volume, so that `down()` and
 `bkchaos gc` find everything a run made — also after the controller was SIGKILLed.
 PID 1 in each container is the supervisor (bookie_image.image.supervisor);
@@ -43,7 +43,6 @@ from harness.runtime.supervised import (
     BOOKIE_PORT,
     DATA_DIR,
     LOG_DIR,
-    ZK_PORT,
     Node,
     SupervisedCluster,
     signals_deferred,
@@ -107,6 +106,12 @@ class DockerCluster(SupervisedCluster):
     """
 
     image: str = ""
+    capabilities: list[str] = field(default_factory=lambda: ["NET_ADMIN"])
+    """Added to every container: NET_ADMIN lets the nemeses use iptables and tc inside."""
+    net_admin: bool = True
+    """Whether iptables works in the containers (checked on `up`). Where the engine refuses
+    NET_ADMIN, partitions fall back to `docker network disconnect` — isolating one node
+    at a time, nothing finer — and packet faults are unavailable; the status says so."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
     subnet: str = ""
     _client: docker.DockerClient | None = field(default=None, repr=False, compare=False)
@@ -156,7 +161,10 @@ class DockerCluster(SupervisedCluster):
         try:
             network = self._create_network()
             hosts = list(network.hosts())
-            self.nodes = [Node("zk1", "zk", str(hosts[1]), ZK_PORT)]
+            self.nodes = [  # zk1… at .2, .3, …
+                Node(name, role, str(hosts[i]), port)
+                for i, (name, role, port) in enumerate(self.zk_names(), 1)
+            ]
             self.nodes += [
                 Node(f"b{i}", "bookie", str(hosts[9 + i]), BOOKIE_PORT)
                 for i in range(1, self.bookie_count + 1)
@@ -169,6 +177,7 @@ class DockerCluster(SupervisedCluster):
             zookeepers, bookies, clients = map(self.with_role, ("zk", "bookie", "client"))
             for node in [*zookeepers, *bookies]:
                 self._create_node(node)
+            self._check_net_admin(zookeepers[0])
             self._wait_serving(zookeepers)
             for node in clients:  # an agent connects to ZooKeeper as it starts
                 self._create_node(node)
@@ -232,7 +241,7 @@ class DockerCluster(SupervisedCluster):
             .with_kwargs(  # a static IP is not in testcontainers' Network API: docker's own
                 labels=labels,
                 hostname=node.name,
-                cap_add=["NET_ADMIN"],
+                cap_add=list(self.capabilities),
                 network=self.network_name,
                 networking_config={self.network_name: endpoint},
             )
@@ -256,6 +265,24 @@ class DockerCluster(SupervisedCluster):
             bound = self._container(node.name).ports[f"{node.port}/tcp"][0]  # fresh attrs
             node.published = f"{bound['HostIp']}:{bound['HostPort']}"
             self.save()
+
+    def _check_net_admin(self, node: Node) -> None:
+        """Find out whether iptables works in the containers (NET_ADMIN granted)."""
+        code, _ = self.exec(node.name, ["iptables", "-S", "INPUT"], timeout=20)
+        if self.net_admin != (code == 0):
+            self.net_admin = code == 0
+            self.save()
+
+    def disconnect(self, name: str) -> None:
+        """Cut the node off the run's network (the partition fallback without NET_ADMIN)."""
+        network = self.client.networks.get(self.network_name)
+        network.disconnect(self._container(name), force=True)
+
+    def reconnect(self, name: str) -> None:
+        """Put a disconnected node back, with its own address and name."""
+        node = self.node(name)
+        network = self.client.networks.get(self.network_name)
+        network.connect(self._container(name), ipv4_address=node.ip, aliases=[node.name])
 
     def down(self) -> None:
         """Collect the node logs into `state_dir/<node>/`, then remove every container, the
@@ -300,6 +327,11 @@ class DockerCluster(SupervisedCluster):
             "network": self.network_name,
             "subnet": self.subnet,
             "image": self.image,
+            "network_faults": (
+                "iptables and tc in the containers (NET_ADMIN)"
+                if self.net_admin
+                else "isolation only, by docker network disconnect (NET_ADMIN refused)"
+            ),
         }
 
     def _node_extras(self, node: Node) -> dict:

@@ -1,7 +1,8 @@
 """The ssh runtime (DESIGN §5): nodes are machines reached over ssh (paramiko), as in Jepsen.
 
-An inventory file names the hosts; the first runs ZooKeeper (`zk1`), the next N the
-bookies (`b1…`), the next M the client agents (`c1…`), one node per host:
+An inventory file names the hosts; the first runs ZooKeeper (`zk1`; the first K with
+`--zk K`), the next N the bookies (`b1…`), the next M the client agents (`c1…`), one node
+per host:
 
     user = "root"                  # defaults for every host (each may override)
     key = "~/.ssh/id_ed25519"      # private key file; without one, ssh-agent / ~/.ssh keys
@@ -44,7 +45,6 @@ from harness.runtime.supervised import (
     DATA_DIR,
     LOG_DIR,
     SUPERVISOR,
-    ZK_PORT,
     Node,
     SupervisedCluster,
     signals_deferred,
@@ -137,16 +137,16 @@ class SshCluster(SupervisedCluster):
         bookie is registered and every agent answers. On any failure, every node is
         stopped and reset again."""
         available = read_inventory(self.inventory)
-        needed = 1 + self.bookie_count + self.client_count
+        roles = self.zk_names()
+        needed = self.zk_count + self.bookie_count + self.client_count
         if len(available) < needed:
             raise UserError(
-                f"{self.bookie_count} bookies and {self.client_count} clients need {needed} "
-                f"hosts (one for ZooKeeper), but the inventory {self.inventory} has "
-                f"{len(available)}; add hosts or ask for fewer nodes"
+                f"{self.zk_count} ZooKeeper, {self.bookie_count} bookies and "
+                f"{self.client_count} clients need {needed} hosts, but the inventory "
+                f"{self.inventory} has {len(available)}; add hosts or ask for fewer nodes"
             )
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.hosts = available[:needed]
-        roles = [("zk1", "zk", ZK_PORT)]
         roles += [(f"b{i}", "bookie", BOOKIE_PORT) for i in range(1, self.bookie_count + 1)]
         roles += [(f"c{i}", "client", AGENT_PORT) for i in range(1, self.client_count + 1)]
         self.nodes = [

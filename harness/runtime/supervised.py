@@ -29,7 +29,13 @@ from harness.errors import UserError
 from harness.runtime.base import STATE_FILE, faketime_command, faketime_env, save_state
 from harness.runtime.bookie_config import bookie_toml
 from harness.runtime.local import _ZkSession, agent_answers, agent_command
-from harness.runtime.zookeeper import ZOOKEEPER_JAR, is_serving, server_command, zoo_cfg
+from harness.runtime.zookeeper import (
+    ZOOKEEPER_JAR,
+    is_serving,
+    myid_command,
+    server_command,
+    zoo_cfg,
+)
 
 DATA_DIR = "/var/lib/bkchaos"  # the node's data (a volume on docker)
 LOG_DIR = "/var/log/bkchaos"
@@ -45,6 +51,7 @@ AGENT_PORT = 7000
 LOG_NAMES = {"zk": "zk.log", "bookie": "bookie.log", "client": "agent.log"}
 """The node's log in LOG_DIR, named as on the local runtime."""
 READY_TIMEOUT_S = {"zk": 60.0, "bookie": 30.0, "client": 30.0}
+MAX_ZOOKEEPERS = 7
 
 
 @dataclass
@@ -99,6 +106,8 @@ class SupervisedCluster:
     state_dir: Path
     bookie_count: int = 3
     client_count: int = 0
+    zk_count: int = 1
+    """ZooKeeper servers: 1 (standalone `zk1`) or an ensemble `zk1…zkN` (N odd)."""
     ledgers_root: str = "/ledgers"
     extra_env: dict[str, str] = field(default_factory=dict)
     faketime: bool = False
@@ -138,8 +147,17 @@ class SupervisedCluster:
 
     @property
     def zk_published(self) -> str:
-        """ZooKeeper's address as the controller reaches it."""
-        return next((n.published for n in self.with_role("zk")), "")
+        """ZooKeeper's connect string as the controller reaches it (every server)."""
+        return ",".join(n.published for n in self.with_role("zk") if n.published)
+
+    def zk_names(self) -> list[tuple[str, str, int]]:
+        """(name, role, port) of the ZooKeeper nodes this cluster asks for, checked."""
+        if self.zk_count < 1 or self.zk_count % 2 == 0 or self.zk_count > MAX_ZOOKEEPERS:
+            raise UserError(
+                f"--zk must be an odd number of servers from 1 to {MAX_ZOOKEEPERS} (a "
+                f"majority must survive a failure), got {self.zk_count}"
+            )
+        return [(f"zk{i}", "zk", ZK_PORT) for i in range(1, self.zk_count + 1)]
 
     def with_role(self, role: str) -> list[Node]:
         """The nodes of one role ("zk" | "bookie" | "client"), in name order."""
@@ -164,9 +182,15 @@ class SupervisedCluster:
     def _role_files(self, node: Node) -> tuple[list[str], dict[str, bytes]]:
         """The command the supervisor runs for `node`, and the config files it needs."""
         if node.role == "zk":
-            config = f"{CONFIG_DIR}/zoo.cfg"
-            text = zoo_cfg(node.data_dirs[0], node.port, "0.0.0.0")
-            return server_command("java", ZOOKEEPER_JAR, config), {config: text.encode()}
+            config, zookeepers = f"{CONFIG_DIR}/zoo.cfg", self.with_role("zk")
+            command = server_command("java", ZOOKEEPER_JAR, config)
+            if len(zookeepers) == 1:
+                text = zoo_cfg(node.data_dirs[0], node.port, "0.0.0.0")
+                return command, {config: text.encode()}
+            ensemble = [n.ip for n in zookeepers]
+            text = zoo_cfg(node.data_dirs[0], node.port, "0.0.0.0", ensemble)
+            myid = zookeepers.index(node) + 1
+            return myid_command(command, node.data_dirs[0], myid), {config: text.encode()}
         if node.role == "client":
             return agent_command(self.python, self.zk, self.ledgers_root, "0.0.0.0", node.port), {}
         config = f"{CONFIG_DIR}/bookie.toml"
@@ -347,8 +371,9 @@ class SupervisedCluster:
                 states[node.name] = self._ctl(node.name, "status")["status"]
             except (UserError, RuntimeError):
                 states[node.name] = {"state": "gone", "pid": None}
-        host, _, port = self.zk_published.rpartition(":")
-        zk_serving = bool(port) and is_serving(host, int(port))
+        zk_serving = any(
+            is_serving(*n.published_address) for n in self.with_role("zk") if n.published
+        )
         registered: set[str] = set()
         if zk_serving:
             with self.zk_client() as zk:

@@ -2,12 +2,13 @@
 
 BookKeeper keeps its metadata in ZooKeeper, and so do we: no in-memory stand-in is used by
 anything a user runs. This module finds Java and the ZooKeeper jar, writes a standalone
-`zoo.cfg` into the node's own data dir, starts `ZooKeeperServerMain` detached (so a
+`zoo.cfg` into the node's own data dir, starts `QuorumPeerMain` detached (so a
 `bkchaos cluster up` can return while it keeps running) and waits for `ruok` → `imok`.
 """
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import socket
 import subprocess
@@ -20,7 +21,9 @@ from harness.runtime.process import free_port, stop_pid, tail
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
-SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+SERVER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+"""What zkServer.sh runs: an ensemble member when zoo.cfg lists `server.N`, else standalone
+(ZooKeeperServerMain ignores `server.N` and would start three unrelated servers)."""
 START_TIMEOUT_S = 60.0
 
 
@@ -62,8 +65,17 @@ def is_serving(host: str, port: int) -> bool:
     return "Mode:" in four_letter_word(host, port, "srvr")
 
 
-def zoo_cfg(data_dir: Path | str, port: int, host: str) -> str:
-    """A standalone server's zoo.cfg (short ticks so sessions of killed nodes expire fast)."""
+QUORUM_PORT, ELECTION_PORT = 2888, 3888
+
+
+def zoo_cfg(data_dir: Path | str, port: int, host: str, ensemble: list[str] | None = None) -> str:
+    """A server's zoo.cfg (short ticks so sessions of killed nodes expire fast): standalone,
+    or one member of `ensemble` (every member's address, in `server.N` order; each member
+    needs `myid` in its data dir — see `myid_command`)."""
+    members = "".join(
+        f"server.{n}={address}:{QUORUM_PORT}:{ELECTION_PORT}\n"
+        for n, address in enumerate(ensemble or [], 1)
+    )
     return (
         "tickTime=500\n"
         "initLimit=10\nsyncLimit=5\n"
@@ -73,7 +85,16 @@ def zoo_cfg(data_dir: Path | str, port: int, host: str) -> str:
         "maxClientCnxns=0\n"
         "admin.enableServer=false\n"
         "4lw.commands.whitelist=ruok,srvr,mntr\n"
+        f"{members}"
     )
+
+
+def myid_command(command: list[str], data_dir: str, myid: int) -> list[str]:
+    """`command` preceded by writing the ensemble member's `myid` into its data dir; the
+    shell execs the server, so the supervisor's pid is ZooKeeper's."""
+    quoted = " ".join(shlex.quote(word) for word in command)
+    script = f"mkdir -p {shlex.quote(data_dir)} && echo {myid} > {shlex.quote(data_dir)}/myid"
+    return ["sh", "-c", f"{script} && exec {quoted}"]
 
 
 def server_command(java: str, jar: Path | str, config: Path | str) -> list[str]:

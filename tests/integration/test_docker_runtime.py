@@ -31,6 +31,7 @@ from bookie_image.image.build import (
 )
 from harness.errors import UserError
 from harness.runtime.docker import RUN_LABEL, DockerCluster, docker_client
+from harness.runtime.zookeeper import four_letter_word
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
@@ -112,11 +113,9 @@ def test_mirror_is_read_from_deb822_and_one_line_sources(tmp_path: Path) -> None
 def test_cached_build_reuses_everything(
     client: docker.DockerClient, image: str, source_snapshot: Path
 ) -> None:
-    began = time.monotonic()
     again = build_image(client, root=source_snapshot)
     assert again.tag == image
-    assert set(again.cached) == set(again.seconds), again
-    assert time.monotonic() - began < 10
+    assert set(again.cached) == set(again.seconds), again  # every step reused, none rebuilt
 
 
 def test_image_has_every_role_tool(client: docker.DockerClient, image: str) -> None:
@@ -184,6 +183,25 @@ def test_pause_resume_and_graceful_stop(cluster: DockerCluster) -> None:
     assert cluster.status()["bookies"][2]["state"] == "stopped"
     cluster.start("b3")
     assert cluster.status()["bookies"][2]["registered"]
+
+
+def test_a_zookeeper_ensemble_keeps_serving_without_one_server(image: str, tmp_path: Path) -> None:
+    """`--zk 3`: three servers that elect a leader; the bookies register through the
+    ensemble and stay registered, and a bookie restarts, with zk1 killed."""
+    with DockerCluster(tmp_path, bookie_count=2, zk_count=3, image=image).running() as cluster:
+        assert [n.name for n in cluster.with_role("zk")] == ["zk1", "zk2", "zk3"]
+        modes = sorted(
+            four_letter_word(*n.published_address, "srvr").split("Mode: ")[1].split()[0]
+            for n in cluster.with_role("zk")
+        )
+        assert modes == ["follower", "follower", "leader"]
+        assert cluster.zk.count(",") == 2 and cluster.zk_published.count(",") == 2
+        cluster.kill("zk1")
+        state = cluster.status()
+        assert state["zk_serving"] and all(b["registered"] for b in state["bookies"]), state
+        cluster.kill("b1")
+        cluster.start("b1")  # registers through zk2 / zk3
+        assert all(b["registered"] for b in cluster.status()["bookies"])
 
 
 def test_cli_up_json_and_down_leave_nothing(
