@@ -1,7 +1,10 @@
 """Network faults inside the nodes: partitions (iptables) and packet faults (tc netem).
 
-Both need a node per network namespace, so the docker runtime (the local runtime's
-processes share loopback and are refused at test validation). Rules go into a chain of
+Both need a node per network namespace, so the docker or ssh runtime (the local runtime's
+processes share loopback and are refused at test validation). Where the Docker engine
+refuses NET_ADMIN, a partition that isolates one node falls back to `docker network
+disconnect` (recorded as the completion's `mechanism`); any finer grudge, and every packet
+fault, is then unproven — never silently skipped. Rules go into a chain of
 our own, BKCHAOS, jumped to from INPUT, so healing flushes exactly the rules the nemesis
 added and nothing the image or docker put there; netem is the node's root qdisc, which a
 container does not otherwise have.
@@ -37,6 +40,26 @@ NO_NETEM = (
 
 class NetRuntime(NodeRuntime, Protocol):
     nodes: list[Any]  # each with name, role ("zk" | "bookie" | "client"), ip, port
+
+
+class DisconnectingRuntime(Protocol):
+    """A runtime that can take a node off the network as a whole (docker without
+    NET_ADMIN: `net_admin` is False there)."""
+
+    net_admin: bool
+
+    def disconnect(self, name: str) -> None: ...
+    def reconnect(self, name: str) -> None: ...
+
+
+def _has_net_admin(runtime: Any) -> bool:
+    """Whether iptables / tc work on the nodes (runtimes that never lose them: True)."""
+    return getattr(runtime, "net_admin", True)
+
+
+NO_NET_ADMIN = (
+    "the Docker engine refused NET_ADMIN, so there is no iptables or tc in the containers"
+)
 
 
 async def _sh(runtime: NetRuntime, node: str, script: str) -> str:
@@ -78,6 +101,7 @@ class PartitionNemesis:
         self.runtime = runtime
         self.rng = random.Random(seed)
         self.touched: set[str] = set()
+        self.disconnected: set[str] = set()
 
     async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         value = dict(op.get("value") or {})
@@ -86,8 +110,20 @@ class PartitionNemesis:
         names = [n.name for n in self.runtime.nodes]
         roles = {n.name: n.role for n in self.runtime.nodes}
         cut = grudge(value.get("grudge", "isolate"), names, roles, self.rng, value.get("nodes", ()))
-        if self.touched:  # one partition at a time: a new grudge replaces the old
+        if self.touched or self.disconnected:  # one partition at a time: the new replaces it
             await self._heal()
+        if not _has_net_admin(self.runtime):
+            await self._disconnect(cut, names)
+            value["mechanism"] = f"docker network disconnect ({NO_NET_ADMIN}: isolation only)"
+        else:
+            await self._drop(cut)
+        probes = await probe_all(self.runtime)
+        _check(probes, cut)
+        value["grudge"] = {n: sorted(d) for n, d in sorted(cut.items())}
+        return {**value, "proof": {pair: p["result"] for pair, p in sorted(probes.items())}}
+
+    async def _drop(self, cut: Grudge) -> None:
+        """iptables DROP rules in each node for the nodes it holds a grudge against."""
         ips = {n.name: n.ip for n in self.runtime.nodes}
         for node, drops in sorted(cut.items()):
             if not drops:
@@ -97,13 +133,28 @@ class PartitionNemesis:
             await _sh(
                 self.runtime, node, f"iptables -N {CHAIN} && iptables -I INPUT -j {CHAIN}{rules}"
             )
-        probes = await probe_all(self.runtime)
-        _check(probes, cut)
-        value["grudge"] = {n: sorted(d) for n, d in sorted(cut.items())}
-        return {**value, "proof": {pair: p["result"] for pair, p in sorted(probes.items())}}
+
+    async def _disconnect(self, cut: Grudge, names: list[str]) -> None:
+        """Without iptables only a node's whole network can go: the grudge must cut one
+        node off from every other node (and nothing else), or it is refused as unproven."""
+        isolated = [n for n in names if set(cut.get(n, ())) == set(names) - {n}]
+        others = set(names) - set(isolated)
+        if len(isolated) != 1 or any(set(cut.get(n, ())) != set(isolated) for n in others):
+            raise FaultNotProven(
+                f"{NO_NET_ADMIN}; docker network disconnect can only isolate one node "
+                f"from all others, not this grudge { ({n: sorted(d) for n, d in cut.items()}) }"
+            )
+        runtime: DisconnectingRuntime = self.runtime  # type: ignore[assignment]
+        await asyncio.to_thread(runtime.disconnect, isolated[0])
+        self.disconnected.add(isolated[0])
 
     async def _heal(self) -> dict[str, Any]:
-        """Remove our chain from every node we touched; probe that everything passes."""
+        """Remove our chain from every node we touched and reconnect every node we took
+        off the network; probe that everything passes."""
+        runtime: DisconnectingRuntime = self.runtime  # type: ignore[assignment]
+        for node in sorted(self.disconnected):
+            await asyncio.to_thread(runtime.reconnect, node)
+        self.disconnected.clear()
         for node in sorted(self.touched):
             await _sh(
                 self.runtime,
@@ -116,7 +167,7 @@ class PartitionNemesis:
         return {pair: p["result"] for pair, p in sorted(probes.items())}
 
     async def heal(self) -> list[dict[str, Any]]:
-        if not self.touched:
+        if not self.touched and not self.disconnected:
             return []
         return [{"f": "stop-partition", "proof": await self._heal()}]
 
@@ -179,6 +230,8 @@ class PacketNemesis:
         nodes = value.get("nodes")
         if not nodes:
             raise ValueError("start-packet needs value.nodes (a list of node names)")
+        if not _has_net_admin(self.runtime):
+            raise FaultNotProven(f"{NO_NET_ADMIN}: packet faults (tc netem) are unavailable")
         params = {k: value[k] for k in (*NETEM_KEYS, "rate") if k in value} or dict(NETEM_DEFAULTS)
         netem = _netem(params)
         proof = {}
