@@ -130,6 +130,39 @@ def test_short_run_under_kills_and_pauses_checks_valid(
     assert all(not v for v in labelled(client, run_id).values())
 
 
+def _proven_faults(history: Path) -> set[str]:
+    """The fault ops whose completion carries a proof."""
+    ops = [json.loads(line) for line in history.read_text().splitlines() if '"nemesis"' in line]
+    return {op["f"] for op in ops if op["type"] == "info" and "proof" in (op["value"] or {})}
+
+
+@pytest.mark.timeout(600)
+def test_every_fault_combined_for_a_minute_keeps_a_clean_build_valid(
+    client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
+) -> None:
+    """~60 s of partitions, kills, pauses, wipes, power losses, corruption, clock bumps and
+    strobes, overlapping, each proven: a correct build must check valid. (`packet` is left
+    out: this kernel has no netem, so it is refused as unproven — see docs/nemeses.md.)"""
+    store = tmp_path / "store"
+    kinds = "partition,kill,pause,wipe,power-loss,corrupt,clock,clock-strobe"
+    run = bkchaos(
+        source_snapshot,
+        *("test", "--runtime", "docker", "--store", store, "--nemesis", kinds),
+        *("--nemesis-interval", "4", "--time-limit", "60", "--seed", "42"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    run_id = run_id_of(store)
+    output, _ = run.communicate(timeout=500)
+    run_dir = (store / "latest").resolve()
+    results = json.loads((run_dir / "results.json").read_text())
+    assert run.returncode == 0, (output[-2000:], results["anomaly_types"])
+    assert results["checkers"]["nemesis"]["errors"] == []
+    starts = {"start-partition", "kill", "pause", "wipe", "power-loss", "corrupt"}
+    assert starts | {"clock-bump", "clock-strobe"} <= _proven_faults(run_dir / "history.jsonl")
+    assert all(not v for v in labelled(client, run_id).values())
+
+
 def test_sigint_tears_down_and_leaves_a_checkable_history(
     client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
 ) -> None:

@@ -131,17 +131,18 @@ def test_up_installs_the_project_over_ssh_and_down_leaves_the_hosts_clean(
         assert code != 0 and "No such file" in out, (node.name, out)
 
 
-def test_a_short_run_under_kills_and_partitions_checks_valid(
+def test_a_short_run_under_process_network_disk_and_clock_faults_checks_valid(
     inventory: Path, tmp_path: Path
 ) -> None:
+    """The docker runtime's nemeses work unchanged on ssh hosts: each kind is proven."""
     spec = TestSpec(
         runtime="ssh",
         inventory=str(inventory),
         bookies=3,
         clients=1,
-        nemesis=("kill", "partition"),
+        nemesis=("kill", "partition", "power-loss", "clock"),
         nemesis_interval=3,
-        time_limit=15,
+        time_limit=20,
         concurrency=4,
         rate=50,
         seed=11,
@@ -156,7 +157,7 @@ def test_a_short_run_under_kills_and_partitions_checks_valid(
         if '"nemesis"' in line
     ]
     proven = {op["f"] for op in faults if op["type"] == "info" and "proof" in (op["value"] or {})}
-    assert {"kill", "start-partition"} <= proven, proven
+    assert {"kill", "start-partition", "power-loss", "clock-bump"} <= proven, proven
 
 
 def test_gc_resets_hosts_that_a_gone_controller_left_running(
