@@ -26,7 +26,7 @@ class LedgerWorkload(BaseWorkload):
     """Op source plus the little state it needs: who writes which ledger."""
 
     read_fraction: float = 0.1
-    recover_fraction: float = 0.03
+    recover_fraction: float = 0.01
 
     def next_op(self, ctx: Context) -> dict[str, Any]:
         mine = self.writing.get(ctx.process)  # type: ignore[arg-type]
