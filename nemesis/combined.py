@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.generator import PENDING, Answer, Context, Generator
-from nemesis.schedule import START_STOP, _op, check_kinds_and_nodes
+from nemesis.schedule import START_STOP, _op, check_kinds_and_nodes, start_op
 
 CLUSTER_WIDE = ("partition", "packet")
 
@@ -66,4 +66,4 @@ class CombinedCycle(Generator):
         kind, node = kinds[0], ctx.rng.choice(free)
         self.bag.remove(kind)
         self.active[node] = (kind, ctx.time + self._hold(ctx))
-        return _op(START_STOP[kind][0], node)
+        return start_op(kind, node, ctx.rng)

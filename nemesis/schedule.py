@@ -10,6 +10,7 @@ seed replays the same schedule. `ScheduleReplay` plays back an explicit list of 
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,14 +63,28 @@ class FaultCycle(Generator):
         if self.active is None:
             kind, node = ctx.rng.choice(self.kinds), ctx.rng.choice(self.nodes)
             self.active = (kind, node)
-            return _op(START_STOP[kind][0], node)
+            return start_op(kind, node, ctx.rng)
         kind, node = self.active
         self.active = None
         return _op(START_STOP[kind][1], node)
 
 
+DRAWN_GRUDGES = ("isolate", "random-halves", "majorities-ring", "bridge")
+"""The partitions a seeded schedule draws from (nemesis.grudge): isolating the chosen node,
+or one of Jepsen's whole-cluster splits — where a writer and the client taking its ledger
+over can each reach different bookies, which isolating one node never arranges."""
+
+
 def _op(f: str, node: str) -> dict[str, Any]:
     return {"f": f, "value": {"nodes": [node]}}
+
+
+def start_op(kind: str, node: str, rng: random.Random) -> dict[str, Any]:
+    """The op that starts a fault of `kind` on `node`; a partition's grudge is drawn."""
+    op = _op(START_STOP[kind][0], node)
+    if kind == "partition":
+        op["value"]["grudge"] = rng.choice(DRAWN_GRUDGES)
+    return op
 
 
 STEP_KIND = {f: kind for kind, pair in START_STOP.items() for f in pair}
