@@ -48,7 +48,7 @@ def cluster() -> None:
 
 
 @cluster.command()
-@click.option("--runtime", type=click.Choice(RUNTIMES), default="local", show_default=True)
+@click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True)
 @click.option("--bookies", type=click.IntRange(min=1, max=32), default=3, show_default=True)
 @click.option(
     "--clients",

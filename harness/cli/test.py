@@ -81,7 +81,7 @@ def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 )
 @click.option("--bug", "bugs", multiple=True, help="Switch on a seeded bug (repeatable).")
 @click.option("--seed", type=int, default=None, help="Seed (default: random, recorded).")
-@click.option("--runtime", type=click.Choice(RUNTIMES), default="local", show_default=True)
+@click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True)
 @inventory_option
 @click.option("--store", default="store", show_default=True)
 @click.option(

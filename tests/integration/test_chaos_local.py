@@ -33,7 +33,7 @@ def _processes_mentioning(text: str) -> list[str]:
 
 def _run(store: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*BKCHAOS, "test", "--store", str(store), *args],
+        [*BKCHAOS, "test", "--runtime", "local", "--store", str(store), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -74,6 +74,8 @@ def test_sigint_heals_tears_down_and_leaves_a_checkable_history(tmp_path: Path) 
         [
             *BKCHAOS,
             "test",
+            "--runtime",
+            "local",
             "--store",
             str(store),
             "--time-limit",

@@ -196,7 +196,7 @@ async def test_clock_bump_strobe_and_reset_move_the_bookies_own_clock(cluster) -
 
 def _bkchaos_test(store: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*BKCHAOS, "test", "--store", str(store), *args],
+        [*BKCHAOS, "test", "--runtime", "local", "--store", str(store), *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -75,8 +75,9 @@ def test_clean_run_under_kills_and_pauses_checks_valid(
 ) -> None:
     store = tmp_path / "store"
     args = ["--workload", workload, "--nemesis", "kill,pause", "--nemesis-interval", "3", *extra]
+    args += ["--runtime", "local", "--time-limit", "15", "--seed", "5"]
     done = subprocess.run(
-        [*BKCHAOS, "test", "--store", str(store), *args, "--time-limit", "15", "--seed", "5"],
+        [*BKCHAOS, "test", "--store", str(store), *args],
         capture_output=True,
         text=True,
         timeout=240,
