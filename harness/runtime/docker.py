@@ -174,14 +174,8 @@ class DockerCluster(SupervisedCluster):
                 for i in range(1, self.client_count + 1)
             ]
             self.save()
-            zookeepers, bookies, clients = map(self.with_role, ("zk", "bookie", "client"))
-            for node in [*zookeepers, *bookies]:
-                self._create_node(node)
-            self._check_net_admin(zookeepers[0])
-            self._wait_serving(zookeepers)
-            for node in clients:  # an agent connects to ZooKeeper as it starts
-                self._create_node(node)
-            self._wait_serving([*bookies, *clients])
+            self._start_in_order(self._create_node)
+            self._check_net_admin(self.nodes[0])
         except BaseException:
             self.down()
             raise

@@ -163,13 +163,7 @@ class SshCluster(SupervisedCluster):
                 raise UserError(str(exc)) from exc
             self._on_every_node(lambda node: self._install(node, bundle, key))
             self._on_every_node(self._reset)
-            zookeepers, bookies, clients = map(self.with_role, ("zk", "bookie", "client"))
-            for node in [*zookeepers, *bookies]:
-                self._launch(node)
-            self._wait_serving(zookeepers)
-            for node in clients:  # an agent connects to ZooKeeper as it starts
-                self._launch(node)
-            self._wait_serving([*bookies, *clients])
+            self._start_in_order(self._launch)
         except BaseException:
             self.down()
             raise

@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -210,6 +210,17 @@ class SupervisedCluster:
             command = ["env", *preload, *faketime_command(command)]
             files[CLOCK_FILE] = b"+0\n"
         return command, files
+
+    def _start_in_order(self, start: Callable[[Node], None]) -> None:
+        """`start` ZooKeeper and the bookies, then, once ZooKeeper serves, the agents (an
+        agent connects to ZooKeeper as it starts); return once every node serves."""
+        zookeepers, bookies, clients = map(self.with_role, ("zk", "bookie", "client"))
+        for node in [*zookeepers, *bookies]:
+            start(node)
+        self._wait_serving(zookeepers)
+        for node in clients:
+            start(node)
+        self._wait_serving([*bookies, *clients])
 
     @contextlib.contextmanager
     def running(self) -> Iterator[Self]:

@@ -64,6 +64,19 @@ def run_id_of(store: Path) -> str:
     return wait_for(read, "the run never created its cluster")
 
 
+def docker_run(snapshot: Path, store: Path, *args: str) -> tuple[int, str, str, Path]:
+    """`bkchaos test --runtime docker ARGS` to its end: (exit code, output, run id, run dir)."""
+    run = bkchaos(
+        snapshot,
+        *("test", "--runtime", "docker", "--store", store, *args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    run_id = run_id_of(store)
+    output, _ = run.communicate(timeout=500)
+    return run.returncode, output, run_id, (store / "latest").resolve()
+
+
 def history_with_ops(store: Path) -> list[Path]:
     """The run's history once ops are recorded (so its cluster is fully up)."""
     return [p for p in store.glob("ledger/*/history.jsonl") if p.stat().st_size > 5_000]
@@ -108,17 +121,10 @@ def test_cluster_up_with_agents_reachable_on_loopback_only(
 def test_short_run_under_kills_and_pauses_checks_valid(
     client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
 ) -> None:
-    store = tmp_path / "store"
-    run = bkchaos(
-        source_snapshot,
-        *("test", "--runtime", "docker", "--store", store, *SHORT_RUN, "--seed", "7"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+    code, output, run_id, run_dir = docker_run(
+        source_snapshot, tmp_path / "store", *SHORT_RUN, "--seed", "7"
     )
-    run_id = run_id_of(store)
-    output, _ = run.communicate(timeout=400)
-    assert run.returncode == 0, output
-    run_dir = (store / "latest").resolve()
+    assert code == 0, output
     results = json.loads((run_dir / "results.json").read_text())
     assert results["valid"] is True
     assert results["stats"]["appends_ok"] > 20
@@ -143,20 +149,14 @@ def test_every_fault_combined_for_a_minute_keeps_a_clean_build_valid(
     """~60 s of partitions, kills, pauses, wipes, power losses, corruption, clock bumps and
     strobes, overlapping, each proven: a correct build must check valid. (`packet` is left
     out: this kernel has no netem, so it is refused as unproven — see docs/nemeses.md.)"""
-    store = tmp_path / "store"
     kinds = "partition,kill,pause,wipe,power-loss,corrupt,clock,clock-strobe"
-    run = bkchaos(
+    code, output, run_id, run_dir = docker_run(
         source_snapshot,
-        *("test", "--runtime", "docker", "--store", store, "--nemesis", kinds),
-        *("--nemesis-interval", "4", "--time-limit", "60", "--seed", "42"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        tmp_path / "store",
+        *("--nemesis", kinds, "--nemesis-interval", "4", "--time-limit", "60", "--seed", "42"),
     )
-    run_id = run_id_of(store)
-    output, _ = run.communicate(timeout=500)
-    run_dir = (store / "latest").resolve()
     results = json.loads((run_dir / "results.json").read_text())
-    assert run.returncode == 0, (output[-2000:], results["anomaly_types"])
+    assert code == 0, (output[-2000:], results["anomaly_types"])
     assert results["checkers"]["nemesis"]["errors"] == []
     starts = {"start-partition", "kill", "pause", "wipe", "power-loss", "corrupt"}
     assert starts | {"clock-bump", "clock-strobe"} <= _proven_faults(run_dir / "history.jsonl")
