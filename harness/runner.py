@@ -25,14 +25,14 @@ from harness.report import try_write_report
 from harness.runtime import make_cluster
 from harness.runtime.local import LocalCluster
 from harness.store import collect_logs, link_latest, new_run_dir
-from harness.testspec import TestSpec
+from harness.testspec import TestSpec, parsed_grudge
 from nemesis.base import Composed
 from nemesis.clock import ClockNemesis
 from nemesis.combined import CombinedCycle
 from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
 from nemesis.net import PacketNemesis, PartitionNemesis
 from nemesis.process import KillNemesis, PauseNemesis
-from nemesis.schedule import FaultCycle, ScheduleReplay
+from nemesis.schedule import FaultCycle, ScheduleReplay, Targets
 from workloads.ledger import LedgerWorkload
 from workloads.log import LogWorkload
 from workloads.recovery_race import RecoveryRaceWorkload
@@ -97,14 +97,20 @@ def _nemesis(cluster: Any, seed: int) -> Composed:
     )
 
 
-def _schedule(spec: TestSpec, bookies: tuple[str, ...]) -> Generator | None:
+def _schedule(spec: TestSpec, cluster: Any) -> Generator | None:
     """Replay an explicit schedule, cycle one fault kind, or combine several."""
     if spec.schedule:
         return ScheduleReplay(spec.schedule)
     if not spec.nemesis:
         return None
+    if spec.targets in ("zk", "client"):  # docker and ssh only (TestSpec refuses local)
+        pool = tuple(n.name for n in cluster.with_role(spec.targets))
+    else:
+        pool = tuple(b.name for b in cluster.bookies)
+    group = max(1, (len(pool) - 1) // 2) if spec.targets == "minority" else 1
+    targets = Targets(pool, group, parsed_grudge(spec.grudge) if spec.grudge else "")
     cycle = FaultCycle if len(spec.nemesis) == 1 else CombinedCycle
-    return cycle(spec.nemesis, bookies, spec.nemesis_interval)
+    return cycle(spec.nemesis, pool, spec.nemesis_interval, targets)
 
 
 def _nemesis_result(counters: RunCounters) -> dict[str, Any]:
@@ -138,7 +144,7 @@ def run_test(
     with _sigterm_as_interrupt(), HistoryWriter(history_path) as history:
         try:
             cluster.up()
-            schedule = _schedule(spec, tuple(b.name for b in cluster.bookies))
+            schedule = _schedule(spec, cluster)
             controller = Controller(
                 history=history,
                 workload=WORKLOADS[spec.workload](spec),

@@ -12,6 +12,7 @@ from typing import Any
 
 from bookie_image import bugs
 from harness.errors import UserError
+from nemesis.grudge import NAMES as GRUDGE_NAMES
 from nemesis.schedule import check_steps, schedule_kinds
 
 WORKLOADS = ("ledger", "log", "unbounded", "tail", "recovery-race")
@@ -30,6 +31,11 @@ RUNTIME_NEMESES = {
 """What each runtime can inject; anything else is refused before the run starts."""
 RUNTIMES = tuple(RUNTIME_NEMESES)
 MAX_ENTRY_SIZE = 1 << 20
+TARGETS = ("one", "minority", "zk", "client")
+"""`--targets`: the bookie pool (one or a minority per fault) or another role's nodes."""
+ROLE_TARGET_KINDS = ("kill", "pause", "partition")
+"""The faults that apply to ZooKeeper and client agents (the rest act on bookie disks,
+clocks or the bookie process)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,12 @@ class TestSpec:
     workload: str = "ledger"
     nemesis: tuple[str, ...] = ()
     nemesis_interval: float = 5.0
+    targets: str = "one"
+    """What seeded faults hit (TARGETS): one bookie, a minority of the bookies, the
+    ZooKeeper node(s) or a client agent."""
+    grudge: str = ""
+    """The partitions' grudge: a name (nemesis.grudge.NAMES) or a JSON `{node: [nodes]}`;
+    empty: drawn per partition (nemesis.schedule.DRAWN_GRUDGES)."""
     time_limit: float = 30.0
     concurrency: int = 4
     clients: int = 2
@@ -74,6 +86,24 @@ class TestSpec:
             object.__setattr__(self, "nemesis", self._schedule_kinds())
         self.validate()
 
+    def _validate_targets(self) -> None:
+        if self.targets not in TARGETS:
+            raise UserError(f"--targets {self.targets!r}: choose one of {TARGETS}")
+        if self.targets in ("zk", "client"):
+            wrong = [k for k in self.nemesis if k not in ROLE_TARGET_KINDS]
+            if wrong or self.runtime == "local":
+                raise UserError(
+                    f"--targets {self.targets} takes only {ROLE_TARGET_KINDS} faults on the docker "
+                    f"or ssh runtime (got {list(self.nemesis)} on {self.runtime})"
+                )
+        if self.grudge:
+            if "partition" not in self.nemesis:
+                raise UserError("--grudge shapes partitions: add partition to --nemesis")
+            try:
+                parsed_grudge(self.grudge)
+            except ValueError as exc:
+                raise UserError(f"--grudge {self.grudge!r}: {exc}") from None
+
     def validate(self) -> None:
         """Refuse a test that cannot run, naming the parameter and what to do."""
         if self.workload not in WORKLOADS:
@@ -95,6 +125,7 @@ class TestSpec:
                 f"--zk {self.zookeepers}: a ZooKeeper ensemble needs an odd number of servers "
                 "and the docker or ssh runtime (the local runtime runs one)"
             )
+        self._validate_targets()
         if (self.runtime == "ssh") != bool(self.inventory):
             raise UserError(
                 "the ssh runtime needs --inventory FILE (its hosts), and only it takes one"
@@ -145,3 +176,22 @@ class TestSpec:
             raise UserError(f"test.json has unknown keys {extra}")
         tuples = {k: tuple(v) for k, v in data.items() if isinstance(v, list)}
         return cls(**{**data, **tuples})
+
+
+def parsed_grudge(text: str) -> str | dict[str, list[str]]:
+    """`--grudge` as the partition nemesis takes it: a name, or `{node: [nodes]}` JSON."""
+    if not text.lstrip().startswith("{"):
+        if text not in GRUDGE_NAMES:
+            raise ValueError(
+                f"a grudge is one of {GRUDGE_NAMES} or a JSON object {{node: [nodes]}}"
+            )
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(v, list) and all(isinstance(n, str) for n in v) for v in value.values()
+    ):
+        raise ValueError('give each node the list of nodes it drops: {"b1": ["b2", "zk1"]}')
+    return value

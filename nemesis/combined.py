@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.generator import PENDING, Answer, Context, Generator
-from nemesis.schedule import START_STOP, _op, check_kinds_and_nodes, start_op
+from nemesis.schedule import START_STOP, Targets, _op, check_kinds_and_nodes
 
 CLUSTER_WIDE = ("partition", "packet")
 
@@ -28,9 +28,10 @@ class CombinedCycle(Generator):
     kinds: tuple[str, ...]
     nodes: tuple[str, ...]
     interval: float
+    targets: Targets | None = None
     max_overlap: int = 2
-    active: dict[str, tuple[str, float]] = field(default_factory=dict)
-    """node -> (kind, when it stops)."""
+    active: dict[tuple[str, ...], tuple[str, float]] = field(default_factory=dict)
+    """target nodes -> (kind, when it stops)."""
     bag: list[str] = field(default_factory=list)
     """Kinds not yet started in this round."""
     next_start: float | None = None
@@ -39,6 +40,7 @@ class CombinedCycle(Generator):
         check_kinds_and_nodes(self.kinds, self.nodes)
         if self.max_overlap < 1:
             raise ValueError(f"max_overlap must be at least 1, got {self.max_overlap}")
+        self.targets = self.targets or Targets(self.nodes)
 
     def _hold(self, ctx: Context) -> float:
         return ctx.rng.uniform(0.5, 1.5) * self.interval
@@ -48,22 +50,27 @@ class CombinedCycle(Generator):
             return PENDING
         if self.next_start is None:
             self.next_start = ctx.time + self._hold(ctx)
-        due = sorted((end, node) for node, (_, end) in self.active.items() if end <= ctx.time)
+        due = sorted((end, nodes) for nodes, (_, end) in self.active.items() if end <= ctx.time)
         if due:
-            node = due[0][1]
-            kind, _ = self.active.pop(node)
-            return _op(START_STOP[kind][1], node)
+            nodes = due[0][1]
+            kind, _ = self.active.pop(nodes)
+            return _op(START_STOP[kind][1], nodes)
         if ctx.time < self.next_start:
             return PENDING
         self.next_start = ctx.time + self._hold(ctx)
-        free = [n for n in self.nodes if n not in self.active]
+        busy = {n for nodes in self.active for n in nodes}
+        free = [n for n in self.nodes if n not in busy]
         busy_kinds = {kind for kind, _ in self.active.values()}
         if not self.bag:
             self.bag = ctx.rng.sample(self.kinds, len(self.kinds))
         kinds = [k for k in self.bag if k not in CLUSTER_WIDE or k not in busy_kinds]
         if len(self.active) >= self.max_overlap or not free or not kinds:
             return PENDING
-        kind, node = kinds[0], ctx.rng.choice(free)
+        assert self.targets is not None
+        nodes = self.targets.draw(ctx.rng, free)
+        if nodes is None:
+            return PENDING
+        kind = kinds[0]
         self.bag.remove(kind)
-        self.active[node] = (kind, ctx.time + self._hold(ctx))
-        return start_op(kind, node, ctx.rng)
+        self.active[nodes] = (kind, ctx.time + self._hold(ctx))
+        return self.targets.start_op(kind, nodes, ctx.rng)

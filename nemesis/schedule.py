@@ -42,15 +42,40 @@ def check_kinds_and_nodes(kinds: tuple[str, ...], nodes: tuple[str, ...]) -> Non
 
 
 @dataclass
+class Targets:
+    """What a seeded schedule aims each fault at: `group` nodes drawn from `nodes` (one,
+    or a minority), and a partition's grudge (`grudge`, or drawn from DRAWN_GRUDGES)."""
+
+    nodes: tuple[str, ...]
+    group: int = 1
+    grudge: str | dict[str, list[str]] = ""
+
+    def draw(self, rng: random.Random, free: list[str]) -> tuple[str, ...] | None:
+        """`group` of the `free` nodes, or None if too few are free."""
+        if len(free) < self.group:
+            return None
+        return tuple(sorted(rng.sample(free, self.group)))
+
+    def start_op(self, kind: str, nodes: tuple[str, ...], rng: random.Random) -> dict[str, Any]:
+        """The op that starts a fault of `kind` on `nodes`."""
+        op = _op(START_STOP[kind][0], nodes)
+        if kind == "partition":
+            op["value"]["grudge"] = self.grudge or rng.choice(DRAWN_GRUDGES)
+        return op
+
+
+@dataclass
 class FaultCycle(Generator):
     kinds: tuple[str, ...]
     nodes: tuple[str, ...]
     interval: float
-    active: tuple[str, str] | None = None
+    targets: Targets | None = None
+    active: tuple[str, tuple[str, ...]] | None = None
     next_time: float | None = None
 
     def __post_init__(self) -> None:
         check_kinds_and_nodes(self.kinds, self.nodes)
+        self.targets = self.targets or Targets(self.nodes)
 
     def op(self, ctx: Context) -> Answer:
         if not ctx.is_nemesis:
@@ -60,13 +85,17 @@ class FaultCycle(Generator):
         if ctx.time < self.next_time:
             return PENDING
         self.next_time = ctx.time + self.interval
+        assert self.targets is not None
         if self.active is None:
-            kind, node = ctx.rng.choice(self.kinds), ctx.rng.choice(self.nodes)
-            self.active = (kind, node)
-            return start_op(kind, node, ctx.rng)
-        kind, node = self.active
+            kind = ctx.rng.choice(self.kinds)
+            nodes = self.targets.draw(ctx.rng, list(self.nodes))
+            if nodes is None:
+                return PENDING
+            self.active = (kind, nodes)
+            return self.targets.start_op(kind, nodes, ctx.rng)
+        kind, nodes = self.active
         self.active = None
-        return _op(START_STOP[kind][1], node)
+        return _op(START_STOP[kind][1], nodes)
 
 
 DRAWN_GRUDGES = ("isolate", "random-halves", "majorities-ring", "bridge")
@@ -75,16 +104,8 @@ or one of Jepsen's whole-cluster splits — where a writer and the client taking
 over can each reach different bookies, which isolating one node never arranges."""
 
 
-def _op(f: str, node: str) -> dict[str, Any]:
-    return {"f": f, "value": {"nodes": [node]}}
-
-
-def start_op(kind: str, node: str, rng: random.Random) -> dict[str, Any]:
-    """The op that starts a fault of `kind` on `node`; a partition's grudge is drawn."""
-    op = _op(START_STOP[kind][0], node)
-    if kind == "partition":
-        op["value"]["grudge"] = rng.choice(DRAWN_GRUDGES)
-    return op
+def _op(f: str, nodes: tuple[str, ...]) -> dict[str, Any]:
+    return {"f": f, "value": {"nodes": list(nodes)}}
 
 
 STEP_KIND = {f: kind for kind, pair in START_STOP.items() for f in pair}

@@ -16,7 +16,7 @@ from harness.cli.cluster import inventory_option, zk_option
 from harness.controller import RunCounters
 from harness.errors import UserError
 from harness.runner import exit_code, run_test
-from harness.testspec import NEMESES, RUNTIMES, WORKLOADS, TestSpec
+from harness.testspec import NEMESES, RUNTIMES, TARGETS, WORKLOADS, TestSpec
 
 
 def _csv(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -58,6 +58,18 @@ def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--concurrency", type=int, default=4, show_default=True)
 @click.option("--clients", type=int, default=2, show_default=True, help="Client agents.")
 @click.option("--rate", type=float, default=200.0, show_default=True, help="Client ops/s.")
+@click.option(
+    "--targets",
+    type=click.Choice(TARGETS),
+    default="one",
+    show_default=True,
+    help="What each seeded fault hits: one bookie, a minority of them, ZooKeeper, an agent.",
+)
+@click.option(
+    "--grudge",
+    default="",
+    help='Partitions use this grudge (a name, or JSON {"b1": ["b2"]}) instead of drawing one.',
+)
 @click.option("--op-timeout", type=float, default=10.0, show_default=True)
 @click.option("--bookies", type=int, default=4, show_default=True)
 @zk_option

@@ -163,6 +163,31 @@ def test_every_fault_combined_for_a_minute_keeps_a_clean_build_valid(
     assert all(not v for v in labelled(client, run_id).values())
 
 
+def test_faults_aimed_at_a_zookeeper_ensemble_keep_a_clean_build_valid(
+    client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
+) -> None:
+    """`--zk 3 --targets zk`: ZooKeeper servers are killed and paused, one at a time, while
+    the workload runs; a majority keeps serving and the run checks valid."""
+    code, output, run_id, run_dir = docker_run(
+        source_snapshot,
+        tmp_path / "store",
+        *("--zk", "3", "--targets", "zk", "--nemesis", "kill,pause"),
+        *("--nemesis-interval", "3", "--time-limit", "20", "--seed", "9"),
+    )
+    results = json.loads((run_dir / "results.json").read_text())
+    assert code == 0, (output[-2000:], results["anomaly_types"])
+    history = (run_dir / "history.jsonl").read_text().splitlines()
+    hit = {
+        node
+        for op in map(json.loads, history)
+        if op["process"] == "nemesis" and op["f"] in ("kill", "pause") and op["type"] == "info"
+        for node in op["value"]["proof"]
+    }
+    assert hit and hit <= {"zk1", "zk2", "zk3"}, hit
+    assert results["stats"]["appends_ok"] > 20
+    assert all(not v for v in labelled(client, run_id).values())
+
+
 def test_sigint_tears_down_and_leaves_a_checkable_history(
     client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
 ) -> None:

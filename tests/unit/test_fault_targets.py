@@ -1,0 +1,73 @@
+"""What seeded fault schedules aim at: `--targets` (one, a minority, another role) and
+`--grudge` (one partition shape instead of drawn ones)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from harness.errors import UserError
+from harness.generator import Context, Generator
+from harness.testspec import TestSpec, parsed_grudge
+from nemesis.combined import CombinedCycle
+from nemesis.schedule import DRAWN_GRUDGES, START_STOP, FaultCycle, Targets
+
+BOOKIES = ("b1", "b2", "b3", "b4", "b5")
+STARTS = {pair[0] for pair in START_STOP.values()}
+
+
+def _ops(cycle: Generator, seconds: float = 60, seed: int = 1) -> list[dict[str, Any]]:
+    rng, ops = random.Random(seed), []
+    for tick in range(int(seconds * 10)):
+        op = cycle.op(Context(tick / 10, "nemesis", rng, 0))
+        if isinstance(op, dict):
+            ops.append(op)
+    return ops
+
+
+def test_a_minority_is_hit_together_and_healed_together() -> None:
+    targets = Targets(BOOKIES, group=2)
+    for cycle in (
+        FaultCycle(("kill",), BOOKIES, 2.0, targets),
+        CombinedCycle(("kill", "pause"), BOOKIES, 2.0, targets),
+    ):
+        ops = _ops(cycle)
+        starts = [tuple(op["value"]["nodes"]) for op in ops if op["f"] in STARTS]
+        stops = [tuple(op["value"]["nodes"]) for op in ops if op["f"] not in STARTS]
+        assert starts and all(len(set(nodes)) == 2 for nodes in starts)
+        assert set(stops) <= set(starts)  # each stop heals exactly a group it started
+        held: set[str] = set()
+        for op in ops:  # a node is never in two faults at once
+            nodes = set(op["value"]["nodes"])
+            if op["f"] in STARTS:
+                assert not nodes & held
+                held |= nodes
+            else:
+                held -= nodes
+
+
+def test_partitions_take_the_given_grudge_or_draw_one() -> None:
+    given = Targets(BOOKIES, grudge={"b1": ["b2"]})
+    ops = _ops(FaultCycle(("partition",), BOOKIES, 2.0, given))
+    assert {str(op["value"]["grudge"]) for op in ops if op["f"] == "start-partition"} == {
+        "{'b1': ['b2']}"
+    }
+    drawn = _ops(FaultCycle(("partition",), BOOKIES, 1.0), seconds=120)
+    names = {op["value"]["grudge"] for op in drawn if op["f"] == "start-partition"}
+    assert names <= set(DRAWN_GRUDGES) and len(names) > 1
+
+
+def test_role_targets_and_grudges_are_checked_before_anything_starts() -> None:
+    assert TestSpec(runtime="docker", targets="zk", nemesis=("kill",)).targets == "zk"
+    with pytest.raises(UserError, match="docker or ssh"):
+        TestSpec(targets="client", nemesis=("kill",))  # local
+    with pytest.raises(UserError, match="takes only"):
+        TestSpec(runtime="docker", targets="zk", nemesis=("wipe",))
+    with pytest.raises(UserError, match="add partition"):
+        TestSpec(runtime="docker", nemesis=("kill",), grudge="halves")
+    assert parsed_grudge('{"b1": ["b2", "zk1"]}') == {"b1": ["b2", "zk1"]}
+    for bad in ("thirds", "{nope", '["b1"]'):
+        with pytest.raises(ValueError):
+            parsed_grudge(bad)
