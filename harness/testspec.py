@@ -33,9 +33,8 @@ RUNTIMES = tuple(RUNTIME_NEMESES)
 MAX_ENTRY_SIZE = 1 << 20
 TARGETS = ("one", "minority", "zk", "client")
 """`--targets`: the bookie pool (one or a minority per fault) or another role's nodes."""
-ROLE_TARGET_KINDS = ("kill", "pause", "partition")
-"""The faults that apply to ZooKeeper and client agents (the rest act on bookie disks,
-clocks or the bookie process)."""
+ROLE_TARGET_KINDS = ("kill", "pause", "partition", "clock", "clock-strobe")
+"""The faults that apply to ZooKeeper and client agents (the rest act on bookie disks)."""
 
 
 @dataclass(frozen=True)

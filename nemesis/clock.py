@@ -37,7 +37,8 @@ class ClockRuntime(ProcessRuntime, Protocol):
 
 
 class ClockNemesis:
-    """`clock-bump` / `clock-reset`, `clock-strobe` / `clock-strobe-stop` on bookies.
+    """`clock-bump` / `clock-reset`, `clock-strobe` / `clock-strobe-stop` on any node whose
+    runtime gives it an offset file (`clock_file`).
 
     Op value parameters (optional): `delta_s` (default: drawn from the seeded rng within
     ±MAX_SKEW_S), `period_s` for a strobe (how long each offset holds).

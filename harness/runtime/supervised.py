@@ -180,7 +180,17 @@ class SupervisedCluster:
         raise UserError(f"no node named {name!r} in this cluster (nodes: {known})")
 
     def _role_files(self, node: Node) -> tuple[list[str], dict[str, bytes]]:
-        """The command the supervisor runs for `node`, and the config files it needs."""
+        """The command the supervisor runs for `node`, and the config files it needs; with
+        `faketime`, under libfaketime (every role: ZooKeeper, bookies and agents)."""
+        command, files = self._role_command(node)
+        if self.faketime:  # `env` execs the process: the preload reaches it, not the supervisor
+            preload = [f"{key}={value}" for key, value in faketime_env(CLOCK_FILE).items()]
+            python_module = command[1:2] == ["-m"]
+            command = ["env", *preload, *(faketime_command(command) if python_module else command)]
+            files[CLOCK_FILE] = b"+0\n"
+        return command, files
+
+    def _role_command(self, node: Node) -> tuple[list[str], dict[str, bytes]]:
         if node.role == "zk":
             config, zookeepers = f"{CONFIG_DIR}/zoo.cfg", self.with_role("zk")
             command = server_command("java", ZOOKEEPER_JAR, config)
@@ -204,12 +214,7 @@ class SupervisedCluster:
             ledger_dirs=node.data_dirs[1:],
         )
         command = [self.python, "-m", "bookie_image.bookie", "--config", config]
-        files = {config: text.encode()}
-        if self.faketime:  # `env` execs the bookie: the preload reaches it, not the supervisor
-            preload = [f"{key}={value}" for key, value in faketime_env(CLOCK_FILE).items()]
-            command = ["env", *preload, *faketime_command(command)]
-            files[CLOCK_FILE] = b"+0\n"
-        return command, files
+        return command, {config: text.encode()}
 
     def _start_in_order(self, start: Callable[[Node], None]) -> None:
         """`start` ZooKeeper and the bookies, then, once ZooKeeper serves, the agents (an
@@ -358,9 +363,9 @@ class SupervisedCluster:
         return pid, state
 
     def clock_file(self, name: str) -> str | None:
-        """The bookie's libfaketime offset file on its node, or None if clocks are not
-        faked (other roles never are: see faketime_env on time.sleep)."""
-        return CLOCK_FILE if self.faketime and self.node(name).role == "bookie" else None
+        """The node's libfaketime offset file, or None if clocks are not faked."""
+        self.node(name)
+        return CLOCK_FILE if self.faketime else None
 
     # ---- inspection ----------------------------------------------------------------------
 

@@ -236,3 +236,22 @@ async def test_without_net_admin_partitions_isolate_by_disconnecting(
         assert set(healed["proof"].values()) == {"passed"}
         code, out = await asyncio.to_thread(add_from, c, "b2")
         assert code == 0, out
+
+
+def _zookeeper_clock_lead(cluster: DockerCluster) -> float:
+    """How far ZooKeeper's own clock runs ahead: the ctime it stamps on a new znode."""
+    with cluster.zk_client() as zk:
+        path = zk.create("/clock-probe-", b"", ephemeral=True, sequence=True)
+        return zk.exists(path).ctime / 1000 - time.time()
+
+
+async def test_clock_bump_on_zookeeper_moves_the_servers_own_clock(cluster) -> None:
+    """ZooKeeper (a JVM) runs under the same preload: the znodes it creates carry its
+    skewed clock, and it keeps serving."""
+    nemesis = ClockNemesis(cluster, seed=3)
+    done = await nemesis.invoke({"f": "clock-bump", "value": {"nodes": ["zk1"], "delta_s": 3600}})
+    assert done["proof"]["zk1"]["libfaketime_mapped"]
+    assert abs(await asyncio.to_thread(_zookeeper_clock_lead, cluster) - 3600) < 5
+    await nemesis.heal()
+    assert abs(await asyncio.to_thread(_zookeeper_clock_lead, cluster)) < 5
+    assert (await asyncio.to_thread(add_from, cluster, "zk1"))[0] == 0
