@@ -146,7 +146,7 @@ def test_marker_fixtures_and_failure_output_on_real_runs(pytester: pytest.Pytest
             "*: runs/test_must_catch_a_bug_that_is_not_there/2*",
             "replay: bkchaos test --name test_must_catch_a_bug_that_is_not_there "
             "--nemesis pause --nemesis-interval 2 --time-limit 5 --bookies 3 --seed 4242 "
-            "--store runs",
+            "--runtime local --store runs",  # the CLI's default runtime is docker
         ]
     )
     assert "the body runs only once" not in result.stdout.str()
