@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import checkers
+from bookie_image.client.metadata import LedgerMetadata
 from harness.controller import Controller, RunCounters, Workload
 from harness.generator import Generator
 from harness.history import HistoryWriter
@@ -108,9 +109,29 @@ def _schedule(spec: TestSpec, cluster: Any) -> Generator | None:
     else:
         pool = tuple(b.name for b in cluster.bookies)
     group = max(1, (len(pool) - 1) // 2) if spec.targets == "minority" else 1
-    targets = Targets(pool, group, parsed_grudge(spec.grudge) if spec.grudge else "")
+    live = (lambda: writer_bookies(cluster)) if spec.targets == "writer" else None
+    targets = Targets(pool, group, parsed_grudge(spec.grudge) if spec.grudge else "", live)
     cycle = FaultCycle if len(spec.nemesis) == 1 else CombinedCycle
     return cycle(spec.nemesis, pool, spec.nemesis_interval, targets)
+
+
+def writer_bookies(cluster: Any) -> tuple[str, ...]:
+    """The bookies (node names) of the last fragment of the newest open ledger: where its
+    writer is writing now. Empty while no ledger is open."""
+    newest: tuple[int, LedgerMetadata] | None = None
+    with cluster.zk_client() as zk:
+        for child in zk.get_children(cluster.ledgers_root):
+            data, stat = zk.get(f"{cluster.ledgers_root}/{child}")
+            try:
+                metadata = LedgerMetadata.from_json(data)
+            except (ValueError, KeyError, TypeError):  # available/, idgen, cookies …
+                continue
+            if not metadata.closed and (newest is None or stat.ctime > newest[0]):
+                newest = (stat.ctime, metadata)
+    if newest is None:
+        return ()
+    _, bookies = newest[1].last_ensemble
+    return tuple(sorted(cluster.node(bookie).name for bookie in bookies))
 
 
 def _nemesis_result(counters: RunCounters) -> dict[str, Any]:

@@ -31,8 +31,9 @@ RUNTIME_NEMESES = {
 """What each runtime can inject; anything else is refused before the run starts."""
 RUNTIMES = tuple(RUNTIME_NEMESES)
 MAX_ENTRY_SIZE = 1 << 20
-TARGETS = ("one", "minority", "zk", "client")
-"""`--targets`: the bookie pool (one or a minority per fault) or another role's nodes."""
+TARGETS = ("one", "minority", "writer", "zk", "client")
+"""`--targets`: bookies (one, a minority, or every bookie of the ensemble the newest open
+ledger is being written to) or another role's nodes."""
 ROLE_TARGET_KINDS = ("kill", "pause", "partition", "clock", "clock-strobe")
 """The faults that apply to ZooKeeper and client agents (the rest act on bookie disks)."""
 
@@ -50,7 +51,7 @@ class TestSpec:
     nemesis_interval: float = 5.0
     targets: str = "one"
     """What seeded faults hit (TARGETS): one bookie, a minority of the bookies, the
-    ZooKeeper node(s) or a client agent."""
+    current writer's bookies, the ZooKeeper node(s) or a client agent."""
     grudge: str = ""
     """The partitions' grudge: a name (nemesis.grudge.NAMES) or a JSON `{node: [nodes]}`;
     empty: drawn per partition (nemesis.schedule.DRAWN_GRUDGES)."""

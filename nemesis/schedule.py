@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.generator import PENDING, Answer, Context, Generator
@@ -49,9 +49,15 @@ class Targets:
     nodes: tuple[str, ...]
     group: int = 1
     grudge: str | dict[str, list[str]] = ""
+    live: Callable[[], tuple[str, ...]] | None = field(default=None, compare=False)
+    """When set, each fault hits all of what it returns when the fault starts (the current
+    writer's bookies) instead of `group` drawn nodes."""
 
     def draw(self, rng: random.Random, free: list[str]) -> tuple[str, ...] | None:
-        """`group` of the `free` nodes, or None if too few are free."""
+        """`group` of the `free` nodes (or all `live` ones), or None if none are free."""
+        if self.live is not None:
+            chosen = self.live()
+            return chosen if chosen and set(chosen) <= set(free) else None
         if len(free) < self.group:
             return None
         return tuple(sorted(rng.sample(free, self.group)))

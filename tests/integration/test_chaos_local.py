@@ -68,6 +68,22 @@ def test_clean_run_under_kills_and_pauses_checks_valid(tmp_path: Path) -> None:
     assert (store / "ledger" / "latest").resolve() == run_dir
 
 
+def test_faults_aimed_at_the_writers_bookies_keep_a_clean_build_valid(tmp_path: Path) -> None:
+    """`--targets writer`: each kill takes down the whole ensemble a ledger is being
+    written to (3 of the 4 bookies) and brings it back; a correct build stays valid."""
+    store = tmp_path / "store"
+    args = ["--targets", "writer", "--nemesis", "kill", "--nemesis-interval", "3"]
+    done = _run(store, *args, "--time-limit", "15", "--seed", "4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    history = ((store / "latest").resolve() / "history.jsonl").read_text().splitlines()
+    kills = [
+        op["value"]["nodes"]
+        for op in map(json.loads, history)
+        if op["process"] == "nemesis" and op["f"] == "kill" and op["type"] == "info"
+    ]
+    assert kills and all(len(nodes) == 3 for nodes in kills), kills
+
+
 def test_sigint_heals_tears_down_and_leaves_a_checkable_history(tmp_path: Path) -> None:
     store = tmp_path / "store"
     proc = subprocess.Popen(

@@ -71,3 +71,13 @@ def test_role_targets_and_grudges_are_checked_before_anything_starts() -> None:
     for bad in ("thirds", "{nope", '["b1"]'):
         with pytest.raises(ValueError):
             parsed_grudge(bad)
+
+
+def test_writer_targets_hit_every_bookie_the_live_callable_names() -> None:
+    ensembles = iter([("b1", "b2", "b3"), (), ("b2", "b4", "b5")])
+    targets = Targets(BOOKIES, live=lambda: next(ensembles, ()))
+    ops = _ops(FaultCycle(("kill",), BOOKIES, 2.0, targets), seconds=14)
+    kills = [op["value"]["nodes"] for op in ops if op["f"] == "kill"]
+    assert kills == [["b1", "b2", "b3"], ["b2", "b4", "b5"]]  # none while no ledger is open
+    restarts = [op["value"]["nodes"] for op in ops if op["f"] == "restart"]
+    assert restarts == kills[: len(restarts)]
