@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 Op = dict[str, Any]
 
 ALL_CHECKERS = ("ledger", "stream", "graph", "stats", "perf")
+SCOPES = 3
+"""128-bit ledgers are spread over this many BP-35 scopes, each handing out ids from its own
+counter, as the tenants of a multi-tenant deployment would: ids then repeat across scopes,
+and only the scope tells two ledgers apart."""
 TAIL_WINDOW = 32
 """Tail reads ask for the last few entries known acknowledged, not the whole ledger: a
 reader following the log reads what is new, and long ledgers stay cheap to read."""
@@ -92,6 +96,7 @@ class BaseWorkload:
     acked: dict[Any, int] = field(default_factory=dict)
     """Ledger -> the highest entry id an ok append returned."""
     payloads: Payloads = field(default_factory=Payloads)
+    _creates: itertools.count = field(default_factory=itertools.count)
 
     checkers: ClassVar[tuple[str, ...]] = ALL_CHECKERS
 
@@ -107,6 +112,12 @@ class BaseWorkload:
 
     def next_op(self, ctx: Context) -> Op:
         raise NotImplementedError
+
+    def create(self, **extra: Any) -> Op:
+        """A `create` op; 128-bit ledgers go round the scopes (`SCOPES`)."""
+        if self.config.id_bits == 128:
+            extra.setdefault("scope", 1 + next(self._creates) % SCOPES)
+        return self.config.create(**extra)
 
     def append(self, ctx: Context, ledger: Any, **extra: Any) -> Op:
         """An append of a fresh payload to `ledger`; `extra` adds to its value."""

@@ -47,7 +47,7 @@ class LogWorkload(StreamWorkload):
             mine = self.writing.get(p)
             f = "close" if mine is not None and mine.ledger == stream.ledger else "recover"
             return {"f": f, "value": {"ledger": stream.ledger, "stream": stream.name}}
-        return self.config.create(stream=stream.name, seq=stream.seq + 1)
+        return self.create(stream=stream.name, seq=stream.seq + 1)
 
     def acquired(self, p: int, stream: Stream, op: Op, value: Any) -> None:
         if op["f"] == "create":

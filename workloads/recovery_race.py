@@ -44,7 +44,7 @@ class RecoveryRaceWorkload(BaseWorkload):
         p: int = ctx.process  # type: ignore[assignment]
         if self.worker(p) < self.writers:
             mine = self.writing.get(p)
-            return self.config.create() if mine is None else self.append(ctx, mine)
+            return self.create() if mine is None else self.append(ctx, mine)
         targets = [lid for lid in self.writing.values() if lid not in self.raced]
         if self.race is None and targets and ctx.rng.random() < self.race_fraction:
             self.race = Race(ctx.rng.choice(targets), self.racers)

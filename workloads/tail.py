@@ -45,7 +45,7 @@ class TailWorkload(BaseWorkload):
         if self.is_writer(p):
             mine = self.writing.get(p)
             if mine is None:
-                return self.config.create()
+                return self.create()
             if ctx.rng.random() < self.rollover_fraction:
                 return {"f": "close", "value": {"ledger": mine}}
             return self.append(ctx, mine)

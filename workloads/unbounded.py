@@ -23,7 +23,7 @@ from workloads.streams import Stream, StreamWorkload
 class UnboundedWorkload(StreamWorkload):
     def acquire_op(self, p: int, stream: Stream) -> Op:
         if stream.ledger is None:
-            return self.config.create(mode="unbounded", stream=stream.name, seq=0)
+            return self.create(mode="unbounded", stream=stream.name, seq=0)
         return {"f": "take-over", "value": {"ledger": stream.ledger, "stream": stream.name}}
 
     def acquired(self, p: int, stream: Stream, op: Op, value: Any) -> None:

@@ -47,6 +47,8 @@ class LedgerOptions:
     id_bits: int = 64
     mode: str = "bounded"
     guaranteed_write_quorum: bool = False
+    scope: int = 0
+    """A BP-35 scope for 128-bit ledgers (ids from its own counter); 0: a random id."""
 
     def merged(self, value: dict[str, Any]) -> LedgerOptions:
         keys = (
@@ -57,6 +59,7 @@ class LedgerOptions:
             "id_bits",
             "mode",
             "guaranteed_write_quorum",
+            "scope",
         )
         return LedgerOptions(**{**self.__dict__, **{k: value[k] for k in keys if k in value}})
 
@@ -111,6 +114,7 @@ class Executor:
             password=self.password,
             digest=opts.digest,
             id_bits=opts.id_bits,
+            scope=opts.scope or None,
             mode=opts.mode,
             guaranteed_write_quorum=opts.guaranteed_write_quorum,
         )

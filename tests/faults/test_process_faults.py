@@ -46,6 +46,20 @@ def test_an_add_acknowledged_by_a_single_bookie_is_caught() -> None:
     """Acknowledging on one copy loses entries once that bookie dies: the checkers see it."""
 
 
+@pytest.mark.chaos(
+    nemesis=["kill"],
+    nemesis_interval=2,
+    time_limit=8,
+    id_bits=128,
+    bugs=["scope-id-ignored"],
+    expect="invalid",
+    anomalies=["divergence", "lost-append"],
+)
+def test_ledgers_of_different_scopes_sharing_an_id_are_caught() -> None:
+    """128-bit ledgers of several scopes reuse low ids; a client that drops the scope makes
+    them share storage on the bookies, which the checkers see at once."""
+
+
 @settings(
     max_examples=2,
     deadline=None,
