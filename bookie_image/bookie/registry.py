@@ -86,8 +86,10 @@ class Registry:
             try:
                 self._zk.create(self._node(readonly), data, ephemeral=True, makepath=True)
             except NodeExistsError:
-                # Ours from this session, or a leftover of a dead session about to expire.
-                self._zk.delete(self._node(readonly))
+                # Ours from this session, or a leftover of a dead session about to expire
+                # (which may expire before the delete reaches it).
+                with contextlib.suppress(NoNodeError):
+                    self._zk.delete(self._node(readonly))
                 self._zk.create(self._node(readonly), data, ephemeral=True, makepath=True)
             self._readonly = readonly
 
