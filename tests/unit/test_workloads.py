@@ -47,8 +47,15 @@ def test_options_reach_the_ops() -> None:
     create = w.next_op(ctx(0))
     stream = create["value"].pop("stream")
     assert stream in ("s0", "s1")
-    assert create["value"] == {"ensemble": 4, "write_quorum": 3, "ack_quorum": 2,
-                               "digest": "crc32", "id_bits": 128, "seq": 0}  # fmt: skip
+    assert create["value"] == {
+        "ensemble": 4,
+        "write_quorum": 3,
+        "ack_quorum": 2,
+        "digest": "crc32",
+        "id_bits": 128,
+        "seq": 0,
+        "scope": 1,
+    }  # fmt: skip (128-bit ledgers go round scopes 1..3)
     complete(w, 0, create, ledger="00ab", ensemble=4, wq=3, aq=2)
     assert len(w.next_op(ctx(0))["value"]["payload"]) == 64
 
