@@ -55,7 +55,7 @@ def test_options_reach_the_ops() -> None:
         "id_bits": 128,
         "seq": 0,
         "scope": 1,
-    }  # fmt: skip (128-bit ledgers go round scopes 1..3)
+    }  # 128-bit ledgers go round scopes 1..3
     complete(w, 0, create, ledger="00ab", ensemble=4, wq=3, aq=2)
     assert len(w.next_op(ctx(0))["value"]["payload"]) == 64
 
