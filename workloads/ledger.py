@@ -32,7 +32,7 @@ class LedgerWorkload(BaseWorkload):
     """Op source plus the little state it needs: who writes which ledger, which are orphaned."""
 
     read_fraction: float = 0.1
-    recover_fraction: float = 0.01
+    recover_fraction: float = 0.03
     orphans: list[Any] = field(default_factory=list)
     """Ledgers whose writer gave up on an error of its own: the next free process recovers."""
 
