@@ -10,18 +10,22 @@ Failover happens the way a broker cluster does it: a writer whose add fails for 
 but a fence or a close (no bookies, a timeout) abandons its ledger, and the next process
 free to do so recovers that ledger at once — while the fault that broke the writer is
 still in force, which is what puts fencing, recovery reads and write-back to the test.
-Besides, a small fraction of ops take over a ledger someone is writing right now. Every
-ledger ever created is read in full, closed, in the final phase; the per-ledger checkers
-then apply.
+Besides, a fraction of ops (`--takeovers`, 1% by default) take over a ledger someone is
+writing right now; under partitions, raising it is what catches lost acknowledged entries
+sooner (docs/performance.md). Every ledger ever created is read in full, closed, in the
+final phase; the per-ledger checkers then apply.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.generator import Context
-from workloads.common import BaseWorkload
+from workloads.common import BaseWorkload, LedgerConfig
+
+if TYPE_CHECKING:
+    from harness.testspec import TestSpec
 
 LOST_WRITER_ERRORS = frozenset({"EFENCED", "ELEDGERCLOSED", "ENOHANDLE"})
 """Errors that mean someone else already took the ledger over (or it is gone)."""
@@ -32,9 +36,17 @@ class LedgerWorkload(BaseWorkload):
     """Op source plus the little state it needs: who writes which ledger, which are orphaned."""
 
     read_fraction: float = 0.1
-    recover_fraction: float = 0.03
+    recover_fraction: float = 0.01
     orphans: list[Any] = field(default_factory=list)
     """Ledgers whose writer gave up on an error of its own: the next free process recovers."""
+
+    @classmethod
+    def from_spec(cls, spec: TestSpec) -> LedgerWorkload:
+        return cls(
+            config=LedgerConfig.from_spec(spec),
+            concurrency=spec.concurrency,
+            recover_fraction=spec.takeovers,
+        )
 
     def next_op(self, ctx: Context) -> dict[str, Any]:
         mine = self.writing.get(ctx.process)  # type: ignore[arg-type]

@@ -91,6 +91,13 @@ def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option(
     "--entry-size", type=int, default=0, show_default=True, help="Pad payloads to N bytes."
 )
+@click.option(
+    "--takeovers",
+    type=float,
+    default=0.01,
+    show_default=True,
+    help="ledger workload: share of ops that take over a ledger another process is writing.",
+)
 @click.option("--bug", "bugs", multiple=True, help="Switch on a seeded bug (repeatable).")
 @click.option("--seed", type=int, default=None, help="Seed (default: random, recorded).")
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True)

@@ -66,10 +66,28 @@ def test_padded_payloads_stay_unique() -> None:
     assert len(set(made)) == len(made) and all(len(p) >= 8 for p in made)
 
 
-@pytest.mark.parametrize("bad", [{"id_bits": 32}, {"entry_size": -1}])
+@pytest.mark.parametrize(
+    "bad", [{"id_bits": 32}, {"entry_size": -1}, {"takeovers": -0.1}, {"takeovers": 0.9}]
+)
 def test_bad_options_are_refused(bad: dict) -> None:
     with pytest.raises(testspec.UserError):
         TestSpec(**bad)
+
+
+def test_ledger_takeovers_follow_the_spec_share() -> None:
+    """`--takeovers`: the share of a writer's ops that recover another process's ledger."""
+
+    def recover_share(takeovers: float) -> float:
+        w = runner.WORKLOADS["ledger"](TestSpec(takeovers=takeovers))
+        for process, ledger in ((0, 10), (1, 11)):
+            complete(w, process, w.next_op(ctx(process)), ledger=ledger)
+        rng = Context(0.0, 0, random.Random(1))
+        ops = [w.next_op(rng)["f"] for _ in range(4000)]
+        return ops.count("recover") / len(ops)
+
+    assert recover_share(0.0) == 0
+    assert 0.005 < recover_share(0.01) < 0.015
+    assert 0.25 < recover_share(0.3) < 0.35
 
 
 def test_log_takeover_fences_then_starts_the_next_ledger_and_the_old_writer_drops_out() -> None:
