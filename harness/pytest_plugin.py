@@ -4,7 +4,10 @@
   expect="valid")` runs that chaos test (any other `TestSpec` field may be given too);
   the test fails with a short anomaly summary, the report's path and the command that
   replays the run. `expect="invalid"` is for "this seeded bug must be caught" suites, with
-  `anomalies=[...]` to require that one of those anomaly types is among those found.
+  `anomalies=[...]` to require that one of those anomaly types is among those found, and
+  `test_count=K` to run up to K times (seeds seed, seed+1, …) until a run checks invalid,
+  as Jepsen's `--test-count` does: a clean build must stay valid K times, a seeded bug be
+  caught within K runs.
 - `chaos`: a callable fixture, `chaos(nemesis=("kill",), schedule=...)` runs a test and
   returns a `ChaosRun`; for `@given(schedule=fault_schedules())` suites (add
   `suppress_health_check=[HealthCheck.function_scoped_fixture]`: runs share nothing).
@@ -36,6 +39,8 @@ from harness.testspec import RUNTIMES, TestSpec
 
 SEED_KEY = pytest.StashKey[int]()
 RUNS_KEY = pytest.StashKey[list["ChaosRun"]]()
+MARKED_KEY = pytest.StashKey[int]()
+"""How many of a test's runs its marker made (`test_count`); the body's follow them."""
 EXPECTATIONS = {"valid": True, "invalid": False}
 VERDICTS = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}
 TUPLE_FIELDS = frozenset(f.name for f in fields(TestSpec) if isinstance(f.default, tuple))
@@ -116,7 +121,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "chaos(workload='ledger', nemesis=[...], time_limit=30, bugs=[], expect='valid', "
-        "anomalies=[...], **TestSpec fields): run this chaos test and check its verdict",
+        "anomalies=[...], test_count=1, **TestSpec fields): run this chaos test (up to "
+        "test_count times, until one checks invalid) and check its verdict",
     )
     runtime = config.getoption("bkchaos_runtime")
     if runtime not in RUNTIMES:
@@ -237,13 +243,21 @@ def _bkchaos_marker(request: pytest.FixtureRequest) -> None:
     kwargs = dict(marker.kwargs)
     expect = kwargs.pop("expect", "valid")
     kwargs.pop("anomalies", None)
+    test_count = kwargs.pop("test_count", 1)
     try:
         if expect not in EXPECTATIONS or marker.args:
             raise UserError(
                 f"it takes keyword arguments only and expect='valid' or 'invalid', "
                 f"got args {marker.args} expect={expect!r}"
             )
-        request.getfixturevalue("chaos")(**kwargs)
+        if isinstance(test_count, bool) or not isinstance(test_count, int) or test_count < 1:
+            raise UserError(f"test_count must be a whole number of runs >= 1, got {test_count!r}")
+        chaos = request.getfixturevalue("chaos")
+        first_seed = chaos.spec(**kwargs).seed
+        for i in range(test_count):  # like `bkchaos test --test-count`: seeds seed, seed+1, …
+            request.node.stash[MARKED_KEY] = i + 1
+            if chaos(**{**kwargs, "seed": first_seed + i}).valid is False:
+                break  # Jepsen's rule: the first invalid run ends the series
     except UserError as exc:
         problem = str(exc)
     else:
@@ -263,7 +277,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
         return
     expect = marker.kwargs.get("expect", "valid")
     wanted = set(marker.kwargs.get("anomalies", ()))
-    run = runs[0]
+    run = runs[item.stash.get(MARKED_KEY, 1) - 1]  # the marker's last run: the verdict
     if run.valid is not EXPECTATIONS[expect]:
         pytest.fail(f"expected a {expect} run, got {run.summary()}", pytrace=False)
     if wanted and not wanted & set(run.anomaly_types):

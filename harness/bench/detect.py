@@ -27,15 +27,17 @@ BASE = TestSpec(
     time_limit=20.0,
     nemesis_interval=2.0,
     bookies=3,
-    concurrency=4,
+    concurrency=8,
     rate=200.0,
+    takeovers=0.05,
 )
 """Settings every detection run shares: short runs, faults every two seconds, and as many
 bookies as the ensemble, so a faulty bookie cannot be replaced and recovery must work with
-what the others hold (a spare bookie hides most bugs: measured, docs/performance.md)."""
+what the others hold (a spare bookie hides most bugs: measured, docs/performance.md); eight
+workers and takeovers on 5% of ledger ops, so that recoveries often meet a fault in force."""
 
 EXPOSERS: dict[str, dict[str, Any]] = {
-    "recovery-unknown-as-negative": {"workload": "recovery-race", "nemesis": ("pause",)},
+    "recovery-unknown-as-negative": {"workload": "ledger", "nemesis": ("kill",)},
     "recovery-reads-no-fence": {"workload": "recovery-race", "nemesis": ("pause", "wipe")},
     "no-recovery-writeback": {"workload": "ledger", "nemesis": ("kill", "wipe")},
     "lac-before-ack-quorum": {"workload": "ledger", "nemesis": ("kill",)},

@@ -1,9 +1,10 @@
 """The project's own fault suite, written with the bkchaos pytest plugin.
 
 Short real runs on the local runtime: a clean build must stay valid under bookie kills,
-pauses and Hypothesis-drawn schedules of both, and a seeded bug this workload exposes
-within seconds must be caught. `pytest tests/faults --bkchaos-time-limit 120` runs the
-same suite longer; a failure prints the command that replays it.
+pauses and Hypothesis-drawn schedules of both, and each seeded bug these faults expose
+must be caught within a few runs (`test_count`). `pytest tests/faults
+--bkchaos-time-limit 120` runs the same suite longer; a failure prints the command that
+replays it.
 """
 
 from __future__ import annotations
@@ -41,9 +42,26 @@ def test_guaranteed_write_quorum_survives_bookie_kills() -> None:
     bugs=["lac-before-ack-quorum"],
     expect="invalid",
     anomalies=["lost-append", "truncated-ledger", "lac-beyond-end"],
+    test_count=2,  # a second run only if the first missed it
 )
 def test_an_add_acknowledged_by_a_single_bookie_is_caught() -> None:
     """Acknowledging on one copy loses entries once that bookie dies: the checkers see it."""
+
+
+@pytest.mark.chaos(
+    nemesis=["kill"],
+    nemesis_interval=2,
+    time_limit=20,
+    concurrency=8,
+    takeovers=0.05,
+    bugs=["recovery-unknown-as-negative"],
+    expect="invalid",
+    anomalies=["lost-append", "truncated-ledger"],
+    test_count=5,  # one run catches it 2 times in 3 (docs/performance.md): 100 s at most
+)
+def test_recovery_that_counts_unknown_answers_as_negatives_is_caught() -> None:
+    """A killed bookie's refused read is no "no such entry": a recovery that counts it as
+    one closes the ledger before entries a surviving bookie holds, and they are lost."""
 
 
 @pytest.mark.chaos(

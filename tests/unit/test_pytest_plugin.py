@@ -54,15 +54,19 @@ def test_bad_marker_arguments_fail_before_any_cluster_starts(pytester: pytest.Py
 
         @pytest.mark.chaos(expect="maybe")
         def test_bad_expectation(): pass
+
+        @pytest.mark.chaos(test_count=0)
+        def test_no_runs(): pass
         """
     )
     result = pytester.runpytest("--bkchaos-store", "runs")
-    result.assert_outcomes(errors=3)
+    result.assert_outcomes(errors=4)
     result.stdout.fnmatch_lines(
         [
             "bad @pytest.mark.chaos: unknown nemesis ?'meteor'?*",
             "bad @pytest.mark.chaos: unknown chaos arguments *colour*",
             "bad @pytest.mark.chaos: *expect='valid' or 'invalid'*expect='maybe'*",
+            "bad @pytest.mark.chaos: test_count must be a whole number of runs >= 1, got 0",
         ]
     )
     assert "During handling" not in result.stdout.str()
@@ -70,9 +74,10 @@ def test_bad_marker_arguments_fail_before_any_cluster_starts(pytester: pytest.Py
 
 
 def test_marker_fixtures_and_failure_output_on_real_runs(pytester: pytest.Pytester) -> None:
-    """One session, three real runs: a passing marked test, a marked test whose expectation
-    is not met (its short summary), the `chaos` fixture replaying a schedule, and
-    `bk_cluster` (a running cluster, gone after its module); pytest-html links each run."""
+    """One session, four real runs: a passing marked test, a marked test whose expectation
+    is not met in two tries (its last run's short summary), the `chaos` fixture replaying a
+    schedule, and `bk_cluster` (a running cluster, gone after its module); pytest-html
+    links each run."""
     pytester.makepyfile(
         """
         import json
@@ -83,7 +88,7 @@ def test_marker_fixtures_and_failure_output_on_real_runs(pytester: pytest.Pytest
             (run,) = chaos.runs
             assert run.results["stats"]["appends_ok"] > 0
 
-        @pytest.mark.chaos(nemesis=["pause"], nemesis_interval=2, expect="invalid")
+        @pytest.mark.chaos(nemesis=["pause"], nemesis_interval=2, expect="invalid", test_count=2)
         def test_must_catch_a_bug_that_is_not_there():
             raise AssertionError("the body runs only once the verdict is as expected")
 
@@ -142,16 +147,16 @@ def test_marker_fixtures_and_failure_output_on_real_runs(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(
         [
             "*expected a invalid run, got VALID: ledger workload, nemesis pause, bugs none, "
-            "seed 4242, 5s",
+            "seed 4243, 5s",  # test_count=2: seeds 4242 and 4243, both valid
             "*: runs/test_must_catch_a_bug_that_is_not_there/2*",
             "replay: bkchaos test --name test_must_catch_a_bug_that_is_not_there "
-            "--nemesis pause --nemesis-interval 2 --time-limit 5 --bookies 3 --seed 4242 "
+            "--nemesis pause --nemesis-interval 2 --time-limit 5 --bookies 3 --seed 4243 "
             "--runtime local --store runs",  # the CLI's default runtime is docker
         ]
     )
     assert "the body runs only once" not in result.stdout.str()
     runs = sorted((pytester.path / "runs").glob("test_*/2*/test.json"))
-    assert len(runs) == 3
+    assert len(runs) == 4
     for test_json in runs:
         spec = json.loads(test_json.read_text())
         assert spec["time_limit"] == 5  # --bkchaos-time-limit overrides the marker's 60
@@ -159,7 +164,8 @@ def test_marker_fixtures_and_failure_output_on_real_runs(pytester: pytest.Pytest
     extras = [
         json.loads(line) for line in (pytester.path / "extras.jsonl").read_text().splitlines()
     ]
-    assert len(extras) == 3  # one link per run, on the three tests that ran one
+    assert len(extras) == 3  # a link per run, on the three tests that ran any
+    assert sorted(len(links) for _, links in extras) == [1, 1, 2]
     for _, links in extras:
         (target, name) = links[0]
         assert Path(target).name == "report.html" or Path(target).is_dir()  # run dir if none
