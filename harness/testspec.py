@@ -31,8 +31,8 @@ RUNTIME_NEMESES = {
 """What each runtime can inject; anything else is refused before the run starts."""
 RUNTIMES = tuple(RUNTIME_NEMESES)
 MAX_ENTRY_SIZE = 1 << 20
-MAX_TAKEOVERS = 0.5
-"""At most half the ops take a ledger over, so writers still get appends in."""
+MAX_OP_SHARE = 0.5
+"""At most half the ops may be takeovers (or writer crashes), so writers still get appends in."""
 TARGETS = ("one", "minority", "writer", "zk", "client")
 """`--targets`: bookies (one, a minority, or every bookie of the ensemble the newest open
 ledger is being written to) or another role's nodes."""
@@ -77,6 +77,10 @@ class TestSpec:
     takeovers: float = 0.01
     """The `ledger` workload's share of ops that take over (recover) a ledger another process
     is writing right now: writer failover while the faults are on."""
+    writer_crashes: float = 0.0
+    """The `ledger` workload's share of ops at which a writer crashes: it walks away from its
+    ledger between two appends, leaving it open with its last entry not yet covered by any
+    LAC (as a crashed broker does), for the next takeover to recover."""
     bugs: tuple[str, ...] = ()
     seed: int = 0
     store: str = "store"
@@ -149,10 +153,12 @@ class TestSpec:
             raise UserError(f"--id-bits must be 64 or 128, got {self.id_bits}")
         if not 0 <= self.entry_size <= MAX_ENTRY_SIZE:
             raise UserError(f"--entry-size must be 0..{MAX_ENTRY_SIZE}, got {self.entry_size}")
-        if not 0 <= self.takeovers <= MAX_TAKEOVERS:
-            raise UserError(
-                f"--takeovers must be a fraction 0..{MAX_TAKEOVERS}, got {self.takeovers}"
-            )
+        for name in ("takeovers", "writer_crashes"):
+            if not 0 <= getattr(self, name) <= MAX_OP_SHARE:
+                raise UserError(
+                    f"--{name.replace('_', '-')} must be a fraction 0..{MAX_OP_SHARE}, "
+                    f"got {getattr(self, name)}"
+                )
         for name in ("time_limit", "rate", "op_timeout", "nemesis_interval"):
             if getattr(self, name) <= 0:
                 raise UserError(f"--{name.replace('_', '-')} must be positive")

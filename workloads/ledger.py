@@ -12,8 +12,13 @@ free to do so recovers that ledger at once — while the fault that broke the wr
 still in force, which is what puts fencing, recovery reads and write-back to the test.
 Besides, a fraction of ops (`--takeovers`, 1% by default) take over a ledger someone is
 writing right now; under partitions, raising it is what catches lost acknowledged entries
-sooner (docs/performance.md). Every ledger ever created is read in full, closed, in the
-final phase; the per-ledger checkers then apply.
+sooner (docs/performance.md). With `--writer-crashes`, a writer now and then crashes
+between two appends: it leaves its ledger open, the last acknowledged entry not yet covered
+by any LAC (only the next add would have carried it), and takeovers recover crashed ledgers
+first, oldest first — the case recovery exists for. With crashes more frequent than
+takeovers, crashed ledgers wait seconds for theirs, and the faults that come and go
+meanwhile are what recovery then has to get right. Every ledger ever created is read in
+full, closed, in the final phase; the per-ledger checkers then apply.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ class LedgerWorkload(BaseWorkload):
     recover_fraction: float = 0.01
     orphans: list[Any] = field(default_factory=list)
     """Ledgers whose writer gave up on an error of its own: the next free process recovers."""
+    crash_fraction: float = 0.0
+    crashed: list[Any] = field(default_factory=list)
+    """Ledgers whose writer crashed, left open: takeovers recover these first, oldest first."""
 
     @classmethod
     def from_spec(cls, spec: TestSpec) -> LedgerWorkload:
@@ -46,23 +54,30 @@ class LedgerWorkload(BaseWorkload):
             config=LedgerConfig.from_spec(spec),
             concurrency=spec.concurrency,
             recover_fraction=spec.takeovers,
+            crash_fraction=spec.writer_crashes,
         )
 
     def next_op(self, ctx: Context) -> dict[str, Any]:
         mine = self.writing.get(ctx.process)  # type: ignore[arg-type]
         if self.orphans:
-            return {"f": "recover", "value": {"ledger": self.orphans.pop(0)}}
+            return self.recover(self.orphans.pop(0))
         if mine is None:
             return self.create()
         live = sorted(lid for lid in self.writing.values() if lid != mine)
         roll = ctx.rng.random()
         if roll < self.recover_fraction and len(self.ledgers) > 1:
+            if self.crashed:
+                return self.recover(self.crashed.pop(0))
             # A takeover of a ledger someone is writing right now, when there is one: that
             # is the failover whose fencing and recovery reads the faults put to the test.
             others = live or [lid for lid in self.ledgers if lid != mine]
-            return {"f": "recover", "value": {"ledger": ctx.rng.choice(others)}}
+            return self.recover(ctx.rng.choice(others))
         if roll < self.recover_fraction + self.read_fraction:
             return self.tail_read(ctx.rng.choice(live or self.ledgers))
+        if roll < self.recover_fraction + self.read_fraction + self.crash_fraction:
+            del self.writing[ctx.process]  # type: ignore[arg-type]
+            self.crashed.append(mine)
+            return self.create()
         return self.append(ctx, mine)
 
     def learn(

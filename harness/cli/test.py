@@ -98,6 +98,14 @@ def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     show_default=True,
     help="ledger workload: share of ops that take over a ledger another process is writing.",
 )
+@click.option(
+    "--writer-crashes",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="ledger workload: share of ops at which a writer crashes, leaving its ledger open "
+    "(its last entry beyond every LAC) for the next takeover to recover.",
+)
 @click.option("--bug", "bugs", multiple=True, help="Switch on a seeded bug (repeatable).")
 @click.option("--seed", type=int, default=None, help="Seed (default: random, recorded).")
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True)

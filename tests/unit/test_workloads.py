@@ -17,6 +17,7 @@ from harness import runner, testspec
 from harness.generator import PENDING, Context
 from harness.testspec import TestSpec
 from workloads.common import Payloads
+from workloads.ledger import LedgerWorkload
 from workloads.log import LogWorkload
 from workloads.recovery_race import RecoveryRaceWorkload
 from workloads.tail import TailWorkload
@@ -67,7 +68,14 @@ def test_padded_payloads_stay_unique() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [{"id_bits": 32}, {"entry_size": -1}, {"takeovers": -0.1}, {"takeovers": 0.9}]
+    "bad",
+    [
+        {"id_bits": 32},
+        {"entry_size": -1},
+        {"takeovers": -0.1},
+        {"takeovers": 0.9},
+        {"writer_crashes": 0.6},
+    ],
 )
 def test_bad_options_are_refused(bad: dict) -> None:
     with pytest.raises(testspec.UserError):
@@ -88,6 +96,19 @@ def test_ledger_takeovers_follow_the_spec_share() -> None:
     assert recover_share(0.0) == 0
     assert 0.005 < recover_share(0.01) < 0.015
     assert 0.25 < recover_share(0.3) < 0.35
+
+
+def test_a_crashed_writer_leaves_its_ledger_open_for_the_next_takeover() -> None:
+    """`--writer-crashes`: the writer walks away between two appends, without closing, and
+    starts a new ledger; the next takeover recovers the crashed ledger before any live one."""
+    w = LedgerWorkload(concurrency=2, read_fraction=0.0, recover_fraction=0.0, crash_fraction=1)
+    for process, ledger in ((0, 10), (1, 11)):
+        complete(w, process, w.next_op(ctx(process)), ledger=ledger)
+    assert w.next_op(ctx(0))["f"] == "create"  # process 0 crashed off ledger 10
+    assert w.crashed == [10] and 0 not in w.writing
+    w.crash_fraction, w.recover_fraction = 0.0, 1.0
+    assert w.next_op(ctx(1)) == {"f": "recover", "value": {"ledger": 10}}
+    assert w.crashed == []
 
 
 def test_log_takeover_fences_then_starts_the_next_ledger_and_the_old_writer_drops_out() -> None:
@@ -192,7 +213,8 @@ class Model:
 
 @pytest.mark.parametrize("name", testspec.WORKLOADS)
 def test_every_workload_on_a_correct_service_gives_a_valid_history(name: str) -> None:
-    workload = runner.WORKLOADS[name](TestSpec(workload=name, concurrency=4))
+    spec = TestSpec(workload=name, concurrency=4, takeovers=0.05, writer_crashes=0.02)
+    workload = runner.WORKLOADS[name](spec)
     model, history, rng = Model(), [], random.Random(7)
     gen = workload.generator()
 
