@@ -124,6 +124,10 @@ class BaseWorkload:
         payload = self.payloads.next(ctx.process)
         return {"f": "append", "value": {"ledger": ledger, **extra, "payload": payload}}
 
+    def recover(self, ledger: Any) -> Op:
+        """Open `ledger` with recovery: fence its writer, recover its tail, close it."""
+        return {"f": "recover", "value": {"ledger": ledger}}
+
     def tail_read(self, ledger: Any, **extra: Any) -> Op:
         """A tail read of the newest entries of `ledger` known to be acknowledged."""
         first = max(0, self.acked.get(ledger, -1) - TAIL_WINDOW)

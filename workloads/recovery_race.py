@@ -55,7 +55,7 @@ class RecoveryRaceWorkload(BaseWorkload):
             if self.race.remaining <= 0:
                 self.race = None
             if ctx.rng.random() < 0.5:
-                return {"f": "recover", "value": {"ledger": ledger}}
+                return self.recover(ledger)
             return {"f": "read", "value": {"ledger": ledger, "mode": "closed"}}
         live = list(self.writing.values())
         return self.tail_read(ctx.rng.choice(live)) if live else PENDING
