@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
+from harness.bench.detect import detection_run
 from harness.pytest_plugin import Chaos
 from nemesis.strategies import fault_schedules
 
@@ -50,14 +51,11 @@ def test_an_add_acknowledged_by_a_single_bookie_is_caught() -> None:
 
 @pytest.mark.chaos(
     nemesis=["kill"],
-    nemesis_interval=2,
-    time_limit=20,
-    concurrency=8,
-    takeovers=0.05,
     bugs=["recovery-unknown-as-negative"],
     expect="invalid",
     anomalies=["lost-append", "truncated-ledger"],
-    test_count=5,  # one run catches it 2 times in 3 (docs/performance.md): 100 s at most
+    test_count=2,  # with writer crashes one run catches it every time (docs/performance.md)
+    **detection_run(),
 )
 def test_recovery_that_counts_unknown_answers_as_negatives_is_caught() -> None:
     """A killed bookie's refused read is no "no such entry": a recovery that counts it as
