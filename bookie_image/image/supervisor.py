@@ -37,6 +37,18 @@ SOCKET_NAME = "supervisor.sock"
 STOP_GRACE_S = 10.0
 KILL_WAIT_S = 5.0
 CONNECT_WAIT_S = 10.0
+SETTLE_WAIT_S = 2.0
+
+
+def process_state(pid: int) -> str | None:
+    """The kernel's one-letter state of `pid` (R, S, T stopped, Z zombie…), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
 COMMANDS = ("start", "stop", "kill", "pause", "resume", "status")
 
 
@@ -50,6 +62,9 @@ class State:
     exit_code: int | None = None  # negative: killed by that signal
     starts: int = 0
     log: str = ""
+    kernel_state: str | None = None
+    """The kernel's state letter of the process when this was reported (R, S, T stopped…):
+    one `ctl` call proves a pause or a resume, without a second exec to read /proc."""
 
 
 @dataclass
@@ -131,7 +146,15 @@ class Supervisor:
             return {"ok": False, "error": "not running"}
         self.status.state = "paused" if paused else "running"
         self._save()
+        self._settle(pid, paused)
         return {"ok": True, "pid": pid}
+
+    def _settle(self, pid: int, paused: bool) -> None:
+        """Signals are delivered asynchronously: wait (bounded) until the kernel shows the
+        stop or the continue, so the reply's `kernel_state` already proves it."""
+        deadline = time.monotonic() + SETTLE_WAIT_S
+        while (process_state(pid) == "T") != paused and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def reap(self) -> None:
         """Collect every exited child (orphans included: PID 1 inherits them)."""
@@ -166,6 +189,8 @@ class Supervisor:
             reply = {"ok": True}
         else:
             reply = {"ok": False, "error": f"unknown command {command!r}; use one of {COMMANDS}"}
+        pid = self.status.pid
+        self.status.kernel_state = None if pid is None else process_state(pid)
         return {**reply, "status": asdict(self.status)}
 
     def _save(self) -> None:

@@ -10,6 +10,8 @@ import socket
 import time
 from pathlib import Path
 
+from bookie_image.image.supervisor import process_state
+
 LOWEST_LISTEN_PORT = 10000
 _handed_out: set[int] = set()
 
@@ -57,15 +59,6 @@ def reap(pid: int) -> None:
     """Collect our own child's exit status so it does not linger as a zombie."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-
-
-def process_state(pid: int) -> str | None:
-    """The kernel's one-letter state of `pid` (R, S, T stopped, Z zombie…), None if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def pid_alive(pid: int) -> bool:

@@ -355,12 +355,8 @@ class SupervisedCluster:
     def process_state(self, name: str) -> tuple[int | None, str | None]:
         """(node-local pid, kernel state letter) of the node's process; (None, None) if it
         is not running."""
-        pid = self._ctl(name, "status")["status"]["pid"]
-        if pid is None:
-            return None, None
-        code, out = self.exec(name, ["cat", f"/proc/{pid}/stat"], timeout=10)
-        state = out.rsplit(")", 1)[1].split()[0] if code == 0 and ")" in out else None
-        return pid, state
+        status = self._ctl(name, "status")["status"]
+        return status["pid"], status["kernel_state"]
 
     def clock_file(self, name: str) -> str | None:
         """The node's libfaketime offset file, or None if clocks are not faked."""
