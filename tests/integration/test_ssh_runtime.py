@@ -142,7 +142,9 @@ def test_a_short_run_under_process_network_disk_and_clock_faults_checks_valid(
         clients=1,
         nemesis=("kill", "partition", "power-loss", "clock"),
         nemesis_interval=3,
-        time_limit=30,  # 20 s drew no partition once on a loaded machine (4 kinds)
+        # The nemesis runs one op at a time and a restart or power-on (boot, register)
+        # takes 5-8 s: four kinds need ~40 s of fault ops; 30 s once drew no partition.
+        time_limit=60,
         concurrency=4,
         rate=50,
         seed=11,
