@@ -143,7 +143,7 @@ def _proven_faults(history: Path) -> set[str]:
 
 
 @pytest.mark.timeout(600)
-def test_every_fault_combined_for_a_minute_keeps_a_clean_build_valid(
+def test_every_fault_combined_for_two_minutes_keeps_a_clean_build_valid(
     client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
 ) -> None:
     """Two minutes of partitions, kills, pauses, wipes, power losses, corruption, clock
