@@ -14,6 +14,7 @@ of one node, and the simulated network knows who is connecting to whom.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 from collections.abc import Coroutine
 from typing import Any
@@ -46,6 +47,23 @@ class _VirtualSelector:
         pass
 
 
+class _ReadyQueue(collections.deque):  # type: ignore[type-arg]
+    """The loop's queue of callbacks ready to run, which holds back a paused node's: they
+    wait, in order, until the node resumes (its timers that fall due meanwhile too)."""
+
+    def __init__(self, loop: SimLoop) -> None:
+        super().__init__()
+        self._loop = loop
+
+    def append(self, handle: asyncio.Handle) -> None:
+        paused = self._loop.paused
+        node = handle._context.get(CURRENT_NODE) if paused else None  # type: ignore[attr-defined]
+        if node in paused:
+            paused[node].append(handle)
+        else:
+            super().append(handle)
+
+
 class SimLoop(asyncio.BaseEventLoop):
     """Virtual time; tasks tracked per node; sockets supplied by `network` (see net.py)."""
 
@@ -57,6 +75,11 @@ class SimLoop(asyncio.BaseEventLoop):
         self.network = network
         self.node_tasks: dict[str, dict[asyncio.Task[Any], None]] = {}
         self.dead: set[str] = set()  # nodes whose process is down: new tasks die at once
+        self.paused: dict[str, list[asyncio.Handle]] = {}
+        """SIGSTOPped nodes -> their callbacks held back until SIGCONT, in order."""
+        self._ready: collections.deque[asyncio.Handle] = _ReadyQueue(self)
+        self._held_placeholder = asyncio.Handle(lambda: None, (), self)
+        self._held_placeholder.cancel()  # the loop skips it
         self.errors: list[dict[str, Any]] = []
         self.set_task_factory(self._make_task)
         self.set_exception_handler(self._record_error)
@@ -97,9 +120,26 @@ class SimLoop(asyncio.BaseEventLoop):
         context.run(CURRENT_NODE.set, node)
         return self.create_task(coro, context=context)
 
+    def pause_node(self, node: str) -> None:
+        """SIGSTOP: none of `node`'s callbacks run — no task steps, no timers, nothing it
+        receives is read — until `resume_node`. Its connections stay open and bytes sent
+        to it wait, as they would in the kernel's buffers."""
+        held = self.paused.setdefault(node, [])
+        for i, handle in enumerate(self._ready):
+            if handle._context.get(CURRENT_NODE) == node:  # type: ignore[attr-defined]
+                held.append(handle)
+                # The queue may be mid-run (a nemesis op is a callback too): keep its length.
+                self._ready[i] = self._held_placeholder
+
+    def resume_node(self, node: str) -> None:
+        """SIGCONT: what `node` was held back from runs now, in order (overdue timers too)."""
+        for handle in self.paused.pop(node, []):
+            self._ready.append(handle)
+
     def kill_node(self, node: str) -> None:
-        """`node`'s process dies: its connections reset and its tasks are cancelled (in
-        creation order), as are tasks its dying code still starts."""
+        """`node`'s process dies (a paused one too): its connections reset and its tasks
+        are cancelled (in creation order), as are tasks its dying code still starts."""
+        self.resume_node(node)
         self.dead.add(node)
         self.network.kill(node)
         for task in list(self.node_tasks.get(node, {})):

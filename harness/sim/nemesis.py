@@ -11,10 +11,12 @@ nemesis/schedule.py), so a schedule found in the simulation passes `bkchaos test
 | f | effect |
 |---|---|
 | `kill` / `restart` | SIGKILL the bookie (its disks keep every written byte) / start it again |
+| `pause` / `resume` | SIGSTOP the bookie (its callbacks and timers wait; see loop.py) / SIGCONT |
 | `power-loss` / `power-on` | kill, then drop every byte written since the last fsync / start |
 | `corrupt` / `corrupt-restart` | flip `value.count` bits (default 3) in the `value.targets` |
 | | files (`entrylog`, the default, or `journal`) / restart the bookie so it reads them |
-| `start-partition` / `stop-partition` | isolate `value.nodes` from every other node / heal |
+| `start-partition` / `stop-partition` | cut the network by `value.grudge` (a nemesis.grudge |
+| | name, default `isolate`: `value.nodes` from every other node) / heal |
 | `clock-bump` / `clock-reset` | shift the nodes' wall clocks by `value.delta_s` s / undo |
 """
 
@@ -24,7 +26,9 @@ import random
 from typing import Any
 
 from harness.sim.cluster import SimCluster
+from harness.sim.zk import ZK_NODE
 from nemesis.base import FaultNotProven
+from nemesis.grudge import grudge
 
 CORRUPTIBLE = {
     "entrylog": ("ledgers", "current/entrylog-"),
@@ -43,6 +47,8 @@ SIM_FAULTS = STARTS | {
     "stop-partition",
     "clock-bump",
     "clock-reset",
+    "pause",
+    "resume",
 }
 
 
@@ -59,6 +65,11 @@ class SimNemesis:
         if unknown or not names:
             raise ValueError(f"value.nodes must name bookies among {list(self.cluster.bookies)}")
         return [self.cluster.bookies[n] for n in names]
+
+    def _role(self, node: str) -> str:
+        if node == ZK_NODE:
+            return "zk"
+        return "bookie" if node in self.cluster.bookies else "client"
 
     async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         f, value = op["f"], dict(op.get("value") or {})
@@ -82,11 +93,24 @@ class SimNemesis:
                 if not bookie.running:
                     await bookie.start()
                 proof[bookie.name] = f"registered as {bookie.id}"
+        elif f == "pause":
+            for bookie in self._bookies(value):
+                if not bookie.running:
+                    raise FaultNotProven(f"{bookie.name} is not running: nothing to pause")
+                self.cluster.loop.pause_node(bookie.name)
+                proof[bookie.name] = {"state": "T"}
+        elif f == "resume":
+            for bookie in self._bookies(value):
+                self.cluster.loop.resume_node(bookie.name)
+                proof[bookie.name] = {"state": "S" if bookie.running else "not running"}
         elif f == "start-partition":
-            isolated = set(value.get("nodes") or [])
-            others = [n for n in self.cluster.nodes if n not in isolated]
-            network.partition({n: others for n in sorted(isolated)})
-            proof["grudge"] = {n: sorted(g) for n, g in network.grudge.items()}
+            nodes = self.cluster.nodes
+            roles = {n: self._role(n) for n in nodes}
+            cut = grudge(
+                value.get("grudge", "isolate"), nodes, roles, self.rng, value.get("nodes") or ()
+            )
+            network.partition(cut)
+            value["grudge"] = proof["grudge"] = {n: sorted(g) for n, g in network.grudge.items()}
         elif f == "stop-partition":
             network.partition({})
             proof["grudge"] = {}
@@ -116,12 +140,16 @@ class SimNemesis:
         return {**value, "proof": proof}
 
     async def heal(self) -> list[dict[str, Any]]:
-        """Partitions healed, clocks reset, every bookie that is down started again."""
+        """Partitions healed, clocks reset, paused bookies resumed, every bookie that is down
+        started again."""
         proofs = []
         if self.cluster.loop.network.grudge:
             proofs.append((await self.invoke({"f": "stop-partition"}))["proof"])
         if self.cluster.skews:
             proofs.append((await self.invoke({"f": "clock-reset"}))["proof"])
+        paused = sorted(n for n in self.cluster.loop.paused if n in self.cluster.bookies)
+        if paused:
+            proofs.append((await self.invoke({"f": "resume", "value": {"nodes": paused}}))["proof"])
         down = [b.name for b in self.cluster.bookies.values() if not b.running]
         if down:
             proofs.append((await self.invoke({"f": "restart", "value": {"nodes": down}}))["proof"])

@@ -33,7 +33,7 @@ from kazoo.protocol.states import ZnodeStat
 from harness.sim.loop import CURRENT_NODE, SimLoop
 from harness.sim.net import Network
 
-ZK_NODE = "zk"
+ZK_NODE = "zk1"  # the name every runtime gives (the first) ZooKeeper server
 
 
 @dataclass
