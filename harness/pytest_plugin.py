@@ -8,6 +8,9 @@
   `test_count=K` to run up to K times (seeds seed, seed+1, …) until a run checks invalid,
   as Jepsen's `--test-count` does: a clean build must stay valid K times, a seeded bug be
   caught within K runs.
+- `runtime="sim"` (in the marker or the fixture call) runs that test in the deterministic
+  simulation (harness/runtime/sim.py) whatever `--bkchaos-runtime` says: the same seed
+  gives the same history, so a simulated fault suite is exact and runs in seconds.
 - `chaos`: a callable fixture, `chaos(nemesis=("kill",), schedule=...)` runs a test and
   returns a `ChaosRun`; for `@given(schedule=fault_schedules())` suites (add
   `suppress_health_check=[HealthCheck.function_scoped_fixture]`: runs share nothing).
@@ -153,8 +156,8 @@ class Chaos:
         return self.item.stash.get(RUNS_KEY, [])
 
     def spec(self, spec: TestSpec | None = None, **overrides: Any) -> TestSpec:
-        """The TestSpec to run: `spec` or the defaults, then `overrides`; runtime, store and
-        time limit come from the options, the seed too unless the test sets one."""
+        """The TestSpec to run: `spec` or the defaults, then `overrides`; store and time
+        limit come from the options, the runtime and the seed too unless the test sets them."""
         unknown = sorted(set(overrides) - SPEC_FIELDS)
         if unknown:
             raise UserError(f"unknown chaos arguments {unknown}; use TestSpec fields")
@@ -163,7 +166,8 @@ class Chaos:
         data.update({k: _as_field(k, v) for k, v in overrides.items()})
         data.setdefault("name", store_name(self.item.name))
         data.setdefault("seed", config.stash[SEED_KEY])
-        data["runtime"] = config.getoption("bkchaos_runtime")
+        if "runtime" not in overrides:  # a test may name its own (runtime="sim")
+            data["runtime"] = config.getoption("bkchaos_runtime")
         data["store"] = config.getoption("bkchaos_store")
         if config.getoption("bkchaos_time_limit") is not None:
             data["time_limit"] = config.getoption("bkchaos_time_limit")

@@ -98,18 +98,26 @@ def _nemesis(cluster: Any, seed: int) -> Composed:
     )
 
 
-def _schedule(spec: TestSpec, cluster: Any) -> Generator | None:
-    """Replay an explicit schedule, cycle one fault kind, or combine several."""
+def _cluster_schedule(spec: TestSpec, cluster: Any) -> Generator | None:
+    """The run's fault schedule, aimed at the nodes of a real cluster."""
+    if spec.targets in ("zk", "client"):  # docker and ssh only (TestSpec refuses the rest)
+        pool = tuple(n.name for n in cluster.with_role(spec.targets))
+    else:
+        pool = tuple(b.name for b in cluster.bookies)
+    live = (lambda: writer_bookies(cluster)) if spec.targets == "writer" else None
+    return fault_schedule(spec, pool, live)
+
+
+def fault_schedule(
+    spec: TestSpec, pool: tuple[str, ...], live: Callable[[], tuple[str, ...]] | None = None
+) -> Generator | None:
+    """Replay an explicit schedule, cycle one fault kind, or combine several, drawing the
+    targets from `pool` (or hitting what `live` returns when each fault starts)."""
     if spec.schedule:
         return ScheduleReplay(spec.schedule)
     if not spec.nemesis:
         return None
-    if spec.targets in ("zk", "client"):  # docker and ssh only (TestSpec refuses local)
-        pool = tuple(n.name for n in cluster.with_role(spec.targets))
-    else:
-        pool = tuple(b.name for b in cluster.bookies)
     group = max(1, (len(pool) - 1) // 2) if spec.targets == "minority" else 1
-    live = (lambda: writer_bookies(cluster)) if spec.targets == "writer" else None
     targets = Targets(pool, group, parsed_grudge(spec.grudge) if spec.grudge else "", live)
     cycle = FaultCycle if len(spec.nemesis) == 1 else CombinedCycle
     return cycle(spec.nemesis, pool, spec.nemesis_interval, targets)
@@ -157,6 +165,8 @@ def run_test(
     """Run `spec` and return (run directory, results)."""
     run_dir = new_run_dir(Path(spec.store), spec.name)
     (run_dir / "test.json").write_text(spec.to_json())
+    if spec.runtime == "sim":
+        return run_dir, _run_simulated(spec, run_dir)
     nodes_dir = run_dir / "nodes"
     cluster = make_cluster(spec, nodes_dir)
     history_path = run_dir / "history.jsonl"
@@ -165,7 +175,7 @@ def run_test(
     with _sigterm_as_interrupt(), HistoryWriter(history_path) as history:
         try:
             cluster.up()
-            schedule = _schedule(spec, cluster)
+            schedule = _cluster_schedule(spec, cluster)
             controller = Controller(
                 history=history,
                 workload=WORKLOADS[spec.workload](spec),
@@ -194,6 +204,30 @@ def run_test(
     try_write_report(run_dir)  # a report failure is logged; the run and its results stay
     link_latest(run_dir)
     return run_dir, results
+
+
+def _run_simulated(spec: TestSpec, run_dir: Path) -> dict[str, Any]:
+    """`spec` inside the deterministic simulation (harness/runtime/sim.py): the same
+    workload, fault schedule and checkers, in virtual time; the results, stored as a real
+    run's are (results.json, report, `latest`)."""
+    from harness.runtime.sim import SimSpec, run_sim  # it imports this module's check_run
+
+    sim = SimSpec(
+        **{name: getattr(spec, name) for name in SIM_SETTINGS}, schedule=tuple(spec.schedule)
+    )
+    bookies = tuple(f"b{i}" for i in range(1, spec.bookies + 1))
+    workload = WORKLOADS[spec.workload](spec)
+    results = run_sim(sim, run_dir, workload, fault_schedule(spec, bookies), spec.to_json()).results
+    try_write_report(run_dir)
+    link_latest(run_dir)
+    return results
+
+
+SIM_SETTINGS = (
+    *("name", "seed", "time_limit", "bookies", "clients", "concurrency", "rate", "op_timeout"),
+    "bugs",
+)
+"""The TestSpec fields a simulated run takes as they are."""
 
 
 async def _with_progress(

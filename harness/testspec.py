@@ -23,10 +23,14 @@ OPT_IN_NEMESES = ("wipe-reset",)
 """Operator errors that really lose acknowledged data: expected to cause anomalies."""
 NETWORK_NEMESES = ("partition", "packet")
 """iptables / tc inside the nodes: they need containers (docs/nemeses.md)."""
+SIM_NEMESES = ("power-loss", "kill", "pause", "partition", "clock", "corrupt")
+"""What the simulation performs (harness/sim/nemesis.py); wipe, clock strobes and packet
+faults not yet."""
 RUNTIME_NEMESES = {
     "local": (*NEMESES, *OPT_IN_NEMESES),
     "docker": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),
     "ssh": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),
+    "sim": SIM_NEMESES,
 }
 """What each runtime can inject; anything else is refused before the run starts."""
 RUNTIMES = tuple(RUNTIME_NEMESES)
@@ -100,11 +104,13 @@ class TestSpec:
             raise UserError(f"--targets {self.targets!r}: choose one of {TARGETS}")
         if self.targets in ("zk", "client"):
             wrong = [k for k in self.nemesis if k not in ROLE_TARGET_KINDS]
-            if wrong or self.runtime == "local":
+            if wrong or self.runtime in ("local", "sim"):
                 raise UserError(
                     f"--targets {self.targets} takes only {ROLE_TARGET_KINDS} faults on the docker "
                     f"or ssh runtime (got {list(self.nemesis)} on {self.runtime})"
                 )
+        if self.targets == "writer" and self.runtime == "sim":
+            raise UserError("--targets writer needs a real runtime; the sim takes one or minority")
         if self.grudge:
             if "partition" not in self.nemesis:
                 raise UserError("--grudge shapes partitions: add partition to --nemesis")
@@ -129,10 +135,10 @@ class TestSpec:
                 f"nemesis {unsupported} is not supported on the {self.runtime} runtime "
                 f"(it supports {RUNTIME_NEMESES[self.runtime]}); see docs/nemeses.md"
             )
-        if self.zookeepers != 1 and (self.runtime == "local" or self.zookeepers % 2 == 0):
+        if self.zookeepers != 1 and (self.runtime in ("local", "sim") or self.zookeepers % 2 == 0):
             raise UserError(
                 f"--zk {self.zookeepers}: a ZooKeeper ensemble needs an odd number of servers "
-                "and the docker or ssh runtime (the local runtime runs one)"
+                "and the docker or ssh runtime (the local and sim runtimes run one)"
             )
         self._validate_targets()
         if (self.runtime == "ssh") != bool(self.inventory):

@@ -19,6 +19,8 @@ def make_cluster(spec: TestSpec, nodes_dir: Path) -> LocalCluster | SupervisedCl
     Seeded bugs reach every bookie and agent through BKCHAOS_BUGS. Docker's image is the
     tree's own, built or reused (cached by content) as the cluster comes up.
     """
+    if spec.runtime == "sim":
+        raise ValueError("the sim runtime has no cluster to make: run_test simulates it")
     env = {bugs.ENV_VAR: ",".join(spec.bugs)} if spec.bugs else {}
     faketime = any(kind.startswith("clock") for kind in spec.nemesis)
     sizes = {"bookie_count": spec.bookies, "client_count": spec.clients}

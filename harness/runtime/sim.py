@@ -19,17 +19,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import random
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bookie_image import bugs
-from harness.controller import Controller, RunCounters
+from harness.controller import Controller, RunCounters, Workload
+from harness.generator import Generator
 from harness.history import HistoryWriter
 from harness.runner import check_run
 from harness.sim.cluster import SimCluster
@@ -98,10 +100,22 @@ def _process_state(spec: SimSpec, rng: random.Random) -> Iterator[Path]:
             os.environ[bugs.ENV_VAR] = saved_bugs
 
 
-def run_sim(spec: SimSpec, run_dir: Path) -> SimResult:
-    """Run `spec` into `run_dir` (test.json, history.jsonl, results.json, logs/)."""
+def run_sim(
+    spec: SimSpec,
+    run_dir: Path,
+    workload: Workload | None = None,
+    faults: Generator | None = None,
+    test_json: str | None = None,
+) -> SimResult:
+    """Run `spec` into `run_dir` (test.json, history.jsonl, results.json, logs/).
+
+    By default the `ledger` workload runs and `spec.schedule` is replayed; a `bkchaos
+    test --runtime sim` run passes its own workload and seeded fault schedule, and its
+    TestSpec as the `test_json` to record (so it replays as a real run would)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "test.json").write_text(spec.to_json())
+    (run_dir / "test.json").write_text(test_json or spec.to_json())
+    if faults is None and spec.schedule:
+        faults = ScheduleReplay(tuple(spec.schedule))
     history_path = run_dir / "history.jsonl"
     history_path.unlink(missing_ok=True)
     counters = RunCounters()
@@ -120,7 +134,22 @@ def run_sim(spec: SimSpec, run_dir: Path) -> SimResult:
         nemesis = SimNemesis(cluster, random.Random(rng.getrandbits(64)))
         try:
             with HistoryWriter(history_path, clock=lambda: round(loop.time() * 1e9)) as history:
-                loop.run_until_complete(_drive(spec, cluster, nemesis, history, counters))
+                controller = functools.partial(
+                    Controller,
+                    history=history,
+                    workload=workload or LedgerWorkload(),
+                    agents=[(name, "sim", 0) for name in cluster.agents],
+                    nemesis=nemesis,
+                    fault_schedule=faults,
+                    seed=spec.seed,
+                    concurrency=spec.concurrency,
+                    time_limit=spec.time_limit,
+                    op_timeout=spec.op_timeout,
+                    rate=spec.rate,
+                    counters=counters,
+                    connect=cluster.connect,
+                )
+                loop.run_until_complete(_settled(cluster, controller))
         finally:
             cluster.stop()
             loop.run_until_complete(asyncio.sleep(SETTLE_S))  # let the cancellations land
@@ -134,27 +163,9 @@ def run_sim(spec: SimSpec, run_dir: Path) -> SimResult:
     return SimResult(results, loop.time(), loop.errors)
 
 
-async def _drive(
-    spec: SimSpec,
-    cluster: SimCluster,
-    nemesis: SimNemesis,
-    history: HistoryWriter,
-    counters: RunCounters,
-) -> None:
+async def _settled(cluster: SimCluster, controller: Callable[[], Controller]) -> None:
+    """Start the cluster, let it settle (bookies register and checkpoint), then run the
+    test (the controller is made here, inside the simulated loop)."""
     await cluster.start()
     await asyncio.sleep(SETTLE_S)
-    controller = Controller(
-        history=history,
-        workload=LedgerWorkload(),
-        agents=[(name, "sim", 0) for name in cluster.agents],
-        nemesis=nemesis,
-        fault_schedule=ScheduleReplay(tuple(spec.schedule)) if spec.schedule else None,
-        seed=spec.seed,
-        concurrency=spec.concurrency,
-        time_limit=spec.time_limit,
-        op_timeout=spec.op_timeout,
-        rate=spec.rate,
-        counters=counters,
-        connect=cluster.connect,
-    )
-    await controller.run()
+    await controller().run()

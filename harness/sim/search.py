@@ -27,10 +27,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from harness.runtime.sim import SimSpec, run_sim
+from harness.testspec import SIM_NEMESES
 from nemesis.schedule import START_STOP
-
-SIM_KINDS = ("power-loss", "kill", "partition", "clock", "corrupt")
-"""The fault kinds (nemesis/schedule.py `START_STOP`) the simulation performs."""
 
 TICKS_PER_S = 10
 ANOMALY_PRIORITY = ("lost-append", "truncated-ledger", "divergence", "dirty-read")
@@ -40,7 +38,7 @@ damning first; any other is taken in name order."""
 
 def sim_schedules(
     nodes: tuple[str, ...] = ("b1", "b2", "b3"),
-    kinds: tuple[str, ...] = SIM_KINDS,
+    kinds: tuple[str, ...] = SIM_NEMESES,
     time_limit: float = 3.0,
     max_faults: int = 3,
 ) -> st.SearchStrategy[tuple[dict[str, Any], ...]]:

@@ -45,3 +45,15 @@ def test_the_ssh_runtime_needs_an_inventory_and_only_it_takes_one() -> None:
         TestSpec(runtime="ssh")
     with pytest.raises(UserError, match="needs --inventory"):
         TestSpec(runtime="local", inventory="hosts.toml")
+
+
+def test_the_sim_runtime_takes_only_what_the_simulation_can_do(tmp_path: Path) -> None:
+    TestSpec(runtime="sim", nemesis=("pause", "partition"), targets="minority", grudge="bridge")
+    with pytest.raises(UserError, match="not supported on the sim runtime"):
+        TestSpec(runtime="sim", nemesis=("wipe",))
+    with pytest.raises(UserError, match="needs a real runtime"):
+        TestSpec(runtime="sim", nemesis=("kill",), targets="writer")
+    with pytest.raises(UserError, match="local and sim runtimes run one"):
+        TestSpec(runtime="sim", zookeepers=3)
+    with pytest.raises(ValueError, match="no cluster to make"):
+        make_cluster(TestSpec(runtime="sim"), tmp_path)
