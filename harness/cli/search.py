@@ -16,6 +16,7 @@ import click
 
 from bookie_image import bugs as seeded_bugs
 from harness.errors import UserError
+from harness.testspec import WORKLOADS
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
@@ -31,7 +32,7 @@ def parse_budget(text: str) -> float:
 
 @click.command()
 @click.option("--runtime", type=click.Choice(["sim"]), default="sim", show_default=True)
-@click.option("--workload", type=click.Choice(["ledger"]), default="ledger", show_default=True)
+@click.option("--workload", type=click.Choice(WORKLOADS), default="ledger", show_default=True)
 @click.option("--bug", "bug_names", multiple=True, help="Seeded bug to switch on (repeatable).")
 @click.option("--budget", default="10m", show_default=True, help="Real time to spend: 90s, 10m…")
 @click.option("--max-faults", type=int, default=3, show_default=True)
@@ -76,7 +77,7 @@ def search(
         )
 
     outcome = run_search(
-        SimSpec(name=name, bugs=bugs),
+        SimSpec(name=name, bugs=bugs, workload=workload),
         budget_s,
         max_time=max_time,
         max_faults=max_faults,
@@ -95,6 +96,7 @@ def search(
         run_dir = new_run_dir(store, name)
         result = run_sim(outcome.found, run_dir)
         minimal = {
+            "workload": workload,
             "seed": outcome.found.seed,
             "time_limit": outcome.found.time_limit,
             "bugs": list(bugs),

@@ -33,13 +33,13 @@ from bookie_image import bugs
 from harness.controller import Controller, RunCounters, Workload
 from harness.generator import Generator
 from harness.history import HistoryWriter
-from harness.runner import check_run
+from harness.runner import WORKLOADS, check_run
 from harness.sim.cluster import SimCluster
 from harness.sim.loop import SimLoop
 from harness.sim.nemesis import SimNemesis
 from harness.sim.net import Network
+from harness.testspec import TestSpec
 from nemesis.schedule import ScheduleReplay
-from workloads.ledger import LedgerWorkload
 
 SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workload starts
 
@@ -59,6 +59,7 @@ class SimSpec:
     add_timeout: float = 2.0
     bugs: tuple[str, ...] = ()
     schedule: tuple[dict[str, Any], ...] = ()
+    workload: str = "ledger"
     latency: tuple[float, float] = (0.0002, 0.002)
     loss: float = 0.0
     name: str = "sim"
@@ -109,9 +110,10 @@ def run_sim(
 ) -> SimResult:
     """Run `spec` into `run_dir` (test.json, history.jsonl, results.json, logs/).
 
-    By default the `ledger` workload runs and `spec.schedule` is replayed; a `bkchaos
-    test --runtime sim` run passes its own workload and seeded fault schedule, and its
-    TestSpec as the `test_json` to record (so it replays as a real run would)."""
+    By default `spec.workload` runs with its default settings and `spec.schedule` is
+    replayed; a `bkchaos test --runtime sim` run passes its own workload and seeded fault
+    schedule, and its TestSpec as the `test_json` to record (so it replays as a real run
+    would)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "test.json").write_text(test_json or spec.to_json())
     if faults is None and spec.schedule:
@@ -137,7 +139,7 @@ def run_sim(
                 controller = functools.partial(
                     Controller,
                     history=history,
-                    workload=workload or LedgerWorkload(),
+                    workload=workload or _default_workload(spec),
                     agents=[(name, "sim", 0) for name in cluster.agents],
                     nemesis=nemesis,
                     fault_schedule=faults,
@@ -161,6 +163,18 @@ def run_sim(
         lines = [json.dumps(e, default=str) for e in loop.errors]
         (run_dir / "logs" / "sim-errors.jsonl").write_text("\n".join(lines) + "\n")
     return SimResult(results, loop.time(), loop.errors)
+
+
+def _default_workload(spec: SimSpec) -> Workload:
+    """`spec.workload` as `bkchaos test` would build it with default options."""
+    test = TestSpec(
+        runtime="sim",
+        workload=spec.workload,
+        bookies=spec.bookies,
+        clients=spec.clients,
+        concurrency=spec.concurrency,
+    )
+    return WORKLOADS[spec.workload](test)
 
 
 async def _settled(cluster: SimCluster, controller: Callable[[], Controller]) -> None:

@@ -32,6 +32,14 @@ def test_search_on_a_clean_build_finds_nothing() -> None:
     assert outcome.found is None and outcome.examples >= 3
 
 
+def test_a_simulated_test_runs_the_workload_it_names(tmp_path: Path) -> None:
+    """`SimSpec.workload` (and so `bkchaos search --workload`) picks the ops that run."""
+    run_sim(SimSpec(workload="unbounded", time_limit=1), tmp_path)
+    ops = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    creates = [op for op in ops if op["f"] == "create" and op["type"] == "ok"]
+    assert creates and all(op["value"]["mode"] == "unbounded" for op in creates)
+
+
 def test_search_finds_shrinks_and_stores_no_journal_fsync(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
