@@ -32,8 +32,9 @@ SIM_RUN: dict[str, Any] = {
     "writer_crashes": 0.05,
 }
 """Ten simulated seconds of every fault the simulation performs, one second apart, on as
-many bookies as the ensemble (no spare to hide a bug), with writer crashes and takeovers:
-the detection bench's settings (harness/bench/detect.py), in virtual time."""
+many bookies as the ensemble (no spare to hide a bug): the detection bench's workers,
+writer crashes and takeovers (harness/bench/detect.py), with faults twice as often for
+half as long."""
 
 LOSS = ["lost-append", "truncated-ledger"]
 
