@@ -246,7 +246,9 @@ class ReadHandle:
                     timeout=self._ctx.speculative_timeout if order else None,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
-                for future in done:
+                # In the order asked, not the set's (by address): what wins when two answers
+                # land together must not vary from run to run of a simulated seed.
+                for future in [f for f in asking if f in done]:
                     bookie = asking.pop(future)
                     response = future.result()
                     if response is None:
