@@ -164,9 +164,9 @@ def run_test(
 ) -> tuple[Path, dict[str, Any]]:
     """Run `spec` and return (run directory, results)."""
     run_dir = new_run_dir(Path(spec.store), spec.name)
-    (run_dir / "test.json").write_text(spec.to_json())
-    if spec.runtime == "sim":
+    if spec.runtime == "sim":  # run_sim records test.json itself
         return run_dir, _run_simulated(spec, run_dir)
+    (run_dir / "test.json").write_text(spec.to_json())
     nodes_dir = run_dir / "nodes"
     cluster = make_cluster(spec, nodes_dir)
     history_path = run_dir / "history.jsonl"
@@ -212,9 +212,7 @@ def _run_simulated(spec: TestSpec, run_dir: Path) -> dict[str, Any]:
     run's are (results.json, report, `latest`)."""
     from harness.runtime.sim import SimSpec, run_sim  # it imports this module's check_run
 
-    sim = SimSpec(
-        **{name: getattr(spec, name) for name in SIM_SETTINGS}, schedule=tuple(spec.schedule)
-    )
+    sim = SimSpec(**{name: getattr(spec, name) for name in SIM_SETTINGS})
     bookies = tuple(f"b{i}" for i in range(1, spec.bookies + 1))
     workload = WORKLOADS[spec.workload](spec)
     results = run_sim(sim, run_dir, workload, fault_schedule(spec, bookies), spec.to_json()).results
@@ -224,10 +222,18 @@ def _run_simulated(spec: TestSpec, run_dir: Path) -> dict[str, Any]:
 
 
 SIM_SETTINGS = (
-    *("name", "seed", "time_limit", "bookies", "clients", "concurrency", "rate", "op_timeout"),
+    "name",
+    "seed",
+    "time_limit",
+    "bookies",
+    "clients",
+    "concurrency",
+    "rate",
+    "op_timeout",
     "bugs",
 )
-"""The TestSpec fields a simulated run takes as they are."""
+"""The TestSpec fields a simulated run takes as they are (the workload and the fault
+schedule, explicit or seeded, are built from the TestSpec and handed over whole)."""
 
 
 async def _with_progress(
