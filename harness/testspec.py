@@ -23,9 +23,8 @@ OPT_IN_NEMESES = ("wipe-reset",)
 """Operator errors that really lose acknowledged data: expected to cause anomalies."""
 NETWORK_NEMESES = ("partition", "packet")
 """iptables / tc inside the nodes: they need containers (docs/nemeses.md)."""
-SIM_NEMESES = ("power-loss", "kill", "pause", "partition", "clock", "corrupt")
-"""What the simulation performs (harness/sim/nemesis.py); wipe, clock strobes and packet
-faults not yet."""
+SIM_NEMESES = ("power-loss", "kill", "pause", "partition", "clock", "corrupt", "wipe", "packet")
+"""What the simulation performs (harness/sim/nemesis.py); clock strobes not yet."""
 RUNTIME_NEMESES = {
     "local": (*NEMESES, *OPT_IN_NEMESES),
     "docker": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),

@@ -74,6 +74,11 @@ class SimBookie:
     def running(self) -> bool:
         return self.service is not None
 
+    @property
+    def pulled(self) -> bool:
+        """Its disks are pulled out (`wipe`), waiting to be put back (`restore`)."""
+        return any(disk.pulled for disk in self.disks.values())
+
     def _files(self, root: Path, fsync: bool = True) -> SimFileLayer:
         return SimFileLayer(self.disks[root], fsync)
 

@@ -4,8 +4,9 @@ Each data dir of a simulated bookie is a `SimDisk` that outlives the bookie's pr
 files are byte arrays with the length last fsynced beside them. A crash (kill) keeps
 every written byte, as the page cache survives a killed process; a power loss drops the
 bytes written since each file's last fsync, exactly what the power-loss nemesis does to a
-real disk; corruption flips bytes. The layer a process holds becomes unusable when its
-process dies (a dead process writes nothing more).
+real disk; corruption flips bytes; a wipe pulls the disk out, leaving a blank one, until
+it is put back. The layer a process holds becomes unusable when its process dies (a dead
+process writes nothing more).
 
 The SQLite index is not simulated: SQLite writes under `root` on a real scratch
 directory (tmpfs where there is one) and its committed transactions are durable, which is
@@ -15,8 +16,11 @@ what `PRAGMA synchronous=FULL` promises on a real disk.
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 from typing import Any
+
+from nemesis.nodeops import ASIDE
 
 
 class SimDisk:
@@ -27,6 +31,7 @@ class SimDisk:
         self.files: dict[str, bytearray] = {}
         self.synced: dict[str, int] = {}
         self.incarnation = 0  # bumped when the process using the disk dies
+        self._aside: tuple[dict[str, bytearray], dict[str, int]] | None = None
 
     def crash(self) -> None:
         """The process died: its open layer may no longer touch the disk."""
@@ -54,9 +59,37 @@ class SimDisk:
         self.files[rel][offset] ^= 1 << bit
         return {"file": rel, "offset": offset, "bit": bit}
 
-    def wipe(self) -> None:
-        self.files.clear()
-        self.synced.clear()
+    @property
+    def pulled(self) -> bool:
+        return self._aside is not None
+
+    def pull(self) -> dict[str, int]:
+        """The `wipe` nemesis: the disk is pulled and a blank one takes its place. Its files
+        move aside, and so does the real dir under `root` (the SQLite index); returns what
+        moved, as the real nemesis's proof counts it."""
+        if self._aside is not None:
+            raise RuntimeError(f"{self.root} is already aside")
+        moved = {"files": len(self.files), "bytes": sum(map(len, self.files.values()))}
+        self._aside = (self.files, self.synced)
+        self.files, self.synced = {}, {}
+        if self.root.exists():
+            self.root.rename(self._real_aside)
+        return moved
+
+    def put_back(self) -> dict[str, int]:
+        """`restore`: the original disk back, whatever the blank one got dropped."""
+        if self._aside is None:
+            raise RuntimeError(f"nothing aside for {self.root}")
+        self.files, self.synced = self._aside
+        self._aside = None
+        shutil.rmtree(self.root, ignore_errors=True)
+        if self._real_aside.exists():
+            self._real_aside.rename(self.root)
+        return {"files": len(self.files), "bytes": sum(map(len, self.files.values()))}
+
+    @property
+    def _real_aside(self) -> Path:
+        return self.root.parent / f"{ASIDE}-{self.root.name}"
 
 
 class _Dead(OSError):

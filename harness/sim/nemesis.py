@@ -18,17 +18,28 @@ nemesis/schedule.py), so a schedule found in the simulation passes `bkchaos test
 | `start-partition` / `stop-partition` | cut the network by `value.grudge` (a nemesis.grudge |
 | | name, default `isolate`: `value.nodes` from every other node) / heal |
 | `clock-bump` / `clock-reset` | shift the nodes' wall clocks by `value.delta_s` s / undo |
+| `start-packet` / `stop-packet` | shape the `value.nodes`' egress as netem would: `delay_ms` |
+| | ± `jitter_ms` more per write, `loss_pct` of writes retransmitted (default 50 ± 10 ms) / undo |
+| `wipe` / `restore` | kill the bookie, pull its disks (a blank one in their place) and |
+| | start it: the cookie check must refuse / put the disks back and start it |
+
+A bookie whose disks are pulled cannot be started by `restart` or `power-on` either (its
+cookie check refuses, as on a real node): the op is recorded as not taking effect.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import asdict
 from typing import Any
 
-from harness.sim.cluster import SimCluster
+from bookie_image.bookie.cookies import CookieRefused
+from harness.sim.cluster import SimBookie, SimCluster
+from harness.sim.net import Shaping
 from harness.sim.zk import ZK_NODE
 from nemesis.base import FaultNotProven
 from nemesis.grudge import grudge
+from nemesis.net import NETEM_DEFAULTS, NETEM_KEYS
 
 CORRUPTIBLE = {
     "entrylog": ("ledgers", "current/entrylog-"),
@@ -36,10 +47,18 @@ CORRUPTIBLE = {
 }
 """`corrupt` target -> (the data dir it lives in, the path prefix of its files)."""
 
+SIM_NETEM_KEYS = ("delay_ms", "jitter_ms", "loss_pct")
+"""What the simulation's packet fault shapes (the real one also duplicates, reorders,
+corrupts and limits the rate)."""
+
 STARTS = frozenset({"restart", "power-on", "corrupt-restart"})
 """Ops that (re)start bookies."""
 
 SIM_FAULTS = STARTS | {
+    "start-packet",
+    "stop-packet",
+    "wipe",
+    "restore",
     "kill",
     "power-loss",
     "corrupt",
@@ -66,6 +85,12 @@ class SimNemesis:
             raise ValueError(f"value.nodes must name bookies among {list(self.cluster.bookies)}")
         return [self.cluster.bookies[n] for n in names]
 
+    def _nodes(self, value: dict[str, Any]) -> list[str]:
+        names = value.get("nodes") or []
+        if not names or not set(names) <= set(self.cluster.nodes):
+            raise ValueError(f"value.nodes must name nodes among {self.cluster.nodes}")
+        return list(names)
+
     def _role(self, node: str) -> str:
         if node == ZK_NODE:
             return "zk"
@@ -91,8 +116,20 @@ class SimNemesis:
                 if f == "corrupt-restart":
                     bookie.crash()
                 if not bookie.running:
-                    await bookie.start()
+                    await self._start(bookie)
                 proof[bookie.name] = f"registered as {bookie.id}"
+        elif f == "wipe":
+            for bookie in self._bookies(value):
+                bookie.crash()
+                moved = {str(root): disk.pull() for root, disk in bookie.disks.items()}
+                proof[bookie.name] = {"moved": moved, **await self._start_on_blank_disk(bookie)}
+        elif f == "restore":
+            nodes = value.get("nodes") or [b for b in self.cluster.bookies if self._pulled(b)]
+            for bookie in self._bookies({"nodes": nodes}) if nodes else ():
+                bookie.crash()
+                restored = {str(r): d.put_back() for r, d in bookie.disks.items() if d.pulled}
+                await self._start(bookie)
+                proof[bookie.name] = {"restored": restored, "registered": bookie.id}
         elif f == "pause":
             for bookie in self._bookies(value):
                 if not bookie.running:
@@ -114,6 +151,24 @@ class SimNemesis:
         elif f == "stop-partition":
             network.partition({})
             proof["grudge"] = {}
+        elif f == "start-packet":
+            params = {k: value[k] for k in NETEM_KEYS if k in value} or dict(NETEM_DEFAULTS)
+            unsupported = sorted(set(params) - set(SIM_NETEM_KEYS))
+            if unsupported:
+                raise ValueError(f"the simulation shapes {SIM_NETEM_KEYS} only, not {unsupported}")
+            shaping = Shaping(
+                params.get("delay_ms", 0) / 1000,
+                params.get("jitter_ms", 0) / 1000,
+                params.get("loss_pct", 0) / 100,
+            )
+            for node in self._nodes(value):
+                network.shaped[node] = shaping
+            value.update(params)
+            proof["shaped"] = {n: asdict(s) for n, s in sorted(network.shaped.items())}
+        elif f == "stop-packet":
+            for node in value.get("nodes") or sorted(network.shaped):
+                network.shaped.pop(node, None)
+            proof["shaped"] = {n: asdict(s) for n, s in sorted(network.shaped.items())}
         elif f == "clock-bump":
             delta = float(value.get("delta_s", 60.0))
             for bookie in self._bookies(value):
@@ -139,17 +194,44 @@ class SimNemesis:
             raise ValueError(f"the simulation has no fault {f!r} (known: {sorted(SIM_FAULTS)})")
         return {**value, "proof": proof}
 
+    def _pulled(self, name: str) -> bool:
+        return self.cluster.bookies[name].pulled
+
+    @staticmethod
+    async def _start(bookie: SimBookie) -> None:
+        try:
+            await bookie.start()
+        except CookieRefused as exc:
+            raise FaultNotProven(f"{bookie.name} did not come back: {exc}") from None
+
+    @staticmethod
+    async def _start_on_blank_disk(bookie: SimBookie) -> dict[str, Any]:
+        """Start a bookie whose disks were pulled: its cookie check must refuse. One that
+        accepts the blank disk (seeded bug `no-cookie`) is recorded so and stopped again,
+        as the real nemesis does, for the checkers to judge what it served meanwhile."""
+        try:
+            await bookie.start()
+        except CookieRefused as exc:
+            return {"cookie_check": "refused", "reason": exc.reason, "running": False}
+        bookie.crash()
+        return {"cookie_check": "accepted a blank disk", "running": True}
+
     async def heal(self) -> list[dict[str, Any]]:
-        """Partitions healed, clocks reset, paused bookies resumed, every bookie that is down
-        started again."""
+        """Partitions healed, packets no longer shaped, clocks reset, paused bookies
+        resumed, pulled disks put back, every bookie that is down started again."""
         proofs = []
-        if self.cluster.loop.network.grudge:
+        network = self.cluster.loop.network
+        if network.grudge:
             proofs.append((await self.invoke({"f": "stop-partition"}))["proof"])
+        if network.shaped:
+            proofs.append((await self.invoke({"f": "stop-packet"}))["proof"])
         if self.cluster.skews:
             proofs.append((await self.invoke({"f": "clock-reset"}))["proof"])
         paused = sorted(n for n in self.cluster.loop.paused if n in self.cluster.bookies)
         if paused:
             proofs.append((await self.invoke({"f": "resume", "value": {"nodes": paused}}))["proof"])
+        if any(map(self._pulled, self.cluster.bookies)):
+            proofs.append((await self.invoke({"f": "restore"}))["proof"])
         down = [b.name for b in self.cluster.bookies.values() if not b.running]
         if down:
             proofs.append((await self.invoke({"f": "restart", "value": {"nodes": down}}))["proof"])

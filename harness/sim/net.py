@@ -8,6 +8,9 @@ and hand out transports that behave like TCP sockets. So the model is TCP's:
   `latency`); with probability `loss` a write is "lost" and retransmitted, i.e. arrives
   `rto` seconds later, holding back everything behind it;
 - different connections are independent, so messages to different peers reorder freely;
+- a node's egress may be shaped as `tc netem` would shape its interface (the `packet`
+  fault): each write it sends waits `delay ± jitter` more, and with probability `loss` is
+  lost and retransmitted;
 - a partition (a grudge: node -> the nodes whose traffic it drops) holds bytes in flight
   until it heals, and a connection attempt across it never completes (the caller's
   timeout decides); a process that dies resets its connections (the peer sees a reset);
@@ -20,9 +23,21 @@ import asyncio
 import contextvars
 import random
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from harness.sim.loop import CURRENT_NODE, SimLoop
+
+
+@dataclass(frozen=True)
+class Shaping:
+    """netem on one node's egress: extra delay uniform in `delay_s ± jitter_s`, and the
+    probability `loss` that a write is lost (and retransmitted)."""
+
+    delay_s: float
+    jitter_s: float = 0.0
+    loss: float = 0.0
+
 
 _EOF = object()  # the peer closed its end
 _RESET = object()  # the peer's process died (or aborted the connection)
@@ -162,6 +177,7 @@ class Network:
         self.rto = rto
         self.servers: dict[Any, SimServer] = {}
         self.grudge: dict[str, frozenset[str]] = {}  # node -> nodes whose traffic it drops
+        self.shaped: dict[str, Shaping] = {}  # node -> how its egress is shaped
         self._ends: dict[str, dict[SimTransport, None]] = {}  # open ends per owning node
         self._stalled: dict[SimTransport, None] = {}  # ends holding bytes behind a partition
         self._contexts: dict[str, contextvars.Context] = {}
@@ -181,6 +197,17 @@ class Network:
         if self.loss and self.rng.random() < self.loss:
             delay += self.rto
         return delay
+
+    def shaping_delay(self, node: str) -> float:
+        """The extra one-way delay `node`'s egress shaping adds to one write (drawn only
+        while it is shaped, so unshaped runs draw exactly what they always drew)."""
+        shaping = self.shaped.get(node)
+        if shaping is None:
+            return 0.0
+        extra = max(0.0, self.rng.uniform(-shaping.jitter_s, shaping.jitter_s) + shaping.delay_s)
+        if shaping.loss and self.rng.random() < shaping.loss:
+            extra += self.rto
+        return extra
 
     def blocked(self, a: str, b: str) -> bool:
         """Whether a partition stands between `a` and `b` (in either direction)."""
@@ -218,7 +245,7 @@ class Network:
             self._deliver(end, item)
 
     def _deliver(self, end: SimTransport, item: Any) -> None:
-        at = max(self.loop.time() + self.delay(), end.last_delivery)
+        at = max(self.loop.time() + self.delay() + self.shaping_delay(end.node), end.last_delivery)
         end.last_delivery = at
         peer = end.peer
         self.loop.call_at(at, peer.arrive, item, context=self.context(peer.node))
@@ -237,7 +264,8 @@ class Network:
         server = self.servers.get((host, port))
         if server is not None and self.blocked(node, server.node):
             await self.loop.create_future()  # the SYN is dropped: hang until the caller gives up
-        await asyncio.sleep(2 * self.delay())
+        shaped = self.shaping_delay(node) + (self.shaping_delay(server.node) if server else 0.0)
+        await asyncio.sleep(2 * self.delay() + shaped)
         server = self.servers.get((host, port))
         if server is None:
             raise ConnectionRefusedError(111, f"connection to {host}:{port} refused")

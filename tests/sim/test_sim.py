@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,3 +179,78 @@ def test_no_journal_fsync_is_found_by_power_loss(tmp_path: Path) -> None:
     assert {"lost-append", "truncated-ledger"} <= set(buggy.results["anomaly_types"])
     fixed = run_sim(SimSpec(seed=2, time_limit=1.0, schedule=schedule), tmp_path / "fixed")
     assert fixed.results["valid"] is True
+
+
+def _fault_proofs(run_dir: Path) -> dict[str, Any]:
+    """Each completed nemesis op's value (with its proof) by op name, or its error."""
+    done = {}
+    for line in (run_dir / "history.jsonl").read_text().splitlines():
+        op = json.loads(line)
+        if op["process"] == "nemesis" and op["type"] == "info":
+            done[op["f"]] = op.get("error") or op["value"]
+    return done
+
+
+def test_a_wiped_bookie_is_refused_by_its_cookie_check_until_its_disks_are_back(
+    tmp_path: Path,
+) -> None:
+    """`wipe` pulls the disks (blank ones in their place): the cookie check refuses them, a
+    restart cannot bring the bookie back either, and `restore` returns every byte."""
+    schedule = (
+        {"at": 0.5, "f": "wipe", "value": {"nodes": ["b1"]}},
+        {"at": 0.7, "f": "restart", "value": {"nodes": ["b1"]}},
+        {"at": 1.0, "f": "restore", "value": {"nodes": ["b1"]}},
+    )
+    run = run_sim(SimSpec(seed=3, time_limit=1.5, schedule=schedule), tmp_path / "clean")
+    done = _fault_proofs(tmp_path / "clean")
+    wiped = done["wipe"]["proof"]["b1"]
+    assert wiped["cookie_check"] == "refused" and wiped["running"] is False
+    assert "FaultNotProven: b1 did not come back" in done["restart"]
+    moved = {d: m["bytes"] for d, m in wiped["moved"].items()}
+    restored = done["restore"]["proof"]["b1"]["restored"]
+    assert min(moved.values()) > 0 and {d: r["bytes"] for d, r in restored.items()} == moved
+    assert run.results["anomaly_types"] == [] and run.results["stats"]["appends_ok"] > 20
+
+    buggy = run_sim(
+        SimSpec(seed=3, time_limit=1.5, schedule=schedule[::2], bugs=("no-cookie",)),
+        tmp_path / "no-cookie",
+    )
+    wiped = _fault_proofs(tmp_path / "no-cookie")["wipe"]["proof"]["b1"]
+    assert wiped["cookie_check"] == "accepted a blank disk", buggy.results
+
+
+def test_a_packet_fault_delays_what_the_shaped_node_sends_and_heals(tmp_path: Path) -> None:
+    """`start-packet` shapes b1's egress as netem would: while it stands, adds whose write
+    set includes b1 wait its 200 ms delay; after `stop-packet` they are quick again, and a
+    correct build stays valid."""
+    schedule = (
+        {"at": 0.5, "f": "start-packet", "value": {"nodes": ["b1"], "delay_ms": 200}},
+        {"at": 1.5, "f": "stop-packet", "value": {"nodes": ["b1"]}},
+    )
+    run = run_sim(SimSpec(seed=4, time_limit=2.5, schedule=schedule), tmp_path)
+    assert run.results["valid"] is True, run.results["anomaly_types"]
+    done = _fault_proofs(tmp_path)
+    assert done["start-packet"]["proof"]["shaped"] == {
+        "b1": {"delay_s": 0.2, "jitter_s": 0.0, "loss": 0.0}
+    }
+    assert done["stop-packet"]["proof"]["shaped"] == {}
+    ops = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    shaped_at, healed_at = (
+        op["time"] / 1e9 for op in ops if op["f"].endswith("-packet") and op["type"] == "info"
+    )
+    invoked: dict[int, float] = {}
+    slow_while_shaped, slow_after = [], []
+    for op in ops:
+        if op["f"] != "append":
+            continue
+        if op["type"] == "invoke":
+            invoked[op["process"]] = op["time"] / 1e9
+        elif op["type"] == "ok":
+            start = invoked[op["process"]]
+            slow = op["time"] / 1e9 - start > 0.2
+            if shaped_at < start < healed_at - 0.3:
+                slow_while_shaped.append(slow)
+            elif start > healed_at + 0.1:
+                slow_after.append(slow)
+    assert slow_while_shaped and sum(slow_while_shaped) >= len(slow_while_shaped) / 2
+    assert slow_after and not any(slow_after)
