@@ -84,6 +84,9 @@ class TestSpec:
     """The `ledger` workload's share of ops at which a writer crashes: it walks away from its
     ledger between two appends, leaving it open with its last entry not yet covered by any
     LAC (as a crashed broker does), for the next takeover to recover."""
+    pipeline: int = 1
+    """The `ledger` workload's appends in flight per ledger: each writer's ledger is shared
+    by this many workers on its client agent, as a broker pipelines a topic's adds."""
     bugs: tuple[str, ...] = ()
     seed: int = 0
     store: str = "store"
@@ -173,6 +176,12 @@ class TestSpec:
             raise UserError(f"--bug: {exc}") from None
         if self.concurrency < 1 or self.clients < 1:
             raise UserError("--concurrency and --clients must be at least 1")
+        if not 1 <= self.pipeline <= max(1, self.concurrency // self.clients):
+            raise UserError(
+                f"--pipeline {self.pipeline}: each ledger is appended to by that many workers "
+                f"of one client agent, and {self.clients} agents share {self.concurrency} "
+                "workers; lower it or raise --concurrency"
+            )
         missing = [k for k in self._schedule_kinds() if k not in self.nemesis]
         if missing:
             raise UserError(f"the schedule uses {missing}: add them to --nemesis or omit it")

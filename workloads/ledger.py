@@ -17,8 +17,12 @@ between two appends: it leaves its ledger open, the last acknowledged entry not 
 by any LAC (only the next add would have carried it), and takeovers recover crashed ledgers
 first, oldest first — the case recovery exists for. With crashes more frequent than
 takeovers, crashed ledgers wait seconds for theirs, and the faults that come and go
-meanwhile are what recovery then has to get right. Every ledger ever created is read in
-full, closed, in the final phase; the per-ledger checkers then apply.
+meanwhile are what recovery then has to get right. With `--pipeline K`, each writer's
+ledger is shared by K workers of its client agent: the others only append to it, so up to
+K adds of one ledger are in flight at once, as a broker pipelines a topic's adds — the
+state an ensemble change must carry over (entries acknowledged by some bookies, not yet by
+others). Every ledger ever created is read in full, closed, in the final phase; the
+per-ledger checkers then apply.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.generator import Context
+from harness.generator import PENDING, Context
 from workloads.common import BaseWorkload, LedgerConfig
 
 if TYPE_CHECKING:
@@ -47,6 +51,9 @@ class LedgerWorkload(BaseWorkload):
     crash_fraction: float = 0.0
     crashed: list[Any] = field(default_factory=list)
     """Ledgers whose writer crashed, left open: takeovers recover these first, oldest first."""
+    pipeline: int = 1
+    clients: int = 1
+    """Client agents: worker w runs on agent w mod `clients` (harness.controller)."""
 
     @classmethod
     def from_spec(cls, spec: TestSpec) -> LedgerWorkload:
@@ -55,9 +62,17 @@ class LedgerWorkload(BaseWorkload):
             concurrency=spec.concurrency,
             recover_fraction=spec.takeovers,
             crash_fraction=spec.writer_crashes,
+            pipeline=spec.pipeline,
+            clients=spec.clients,
         )
 
-    def next_op(self, ctx: Context) -> dict[str, Any]:
+    def next_op(self, ctx: Context) -> dict[str, Any] | Any:
+        leader = self._leader(ctx.process)  # type: ignore[arg-type]
+        if leader is not None:  # a co-writer: it appends to its leader's ledger, nothing else
+            shared = next(
+                (lid for p, lid in self.writing.items() if self.worker(p) == leader), None
+            )
+            return PENDING if shared is None else self.append(ctx, shared)
         mine = self.writing.get(ctx.process)  # type: ignore[arg-type]
         if self.orphans:
             return self.recover(self.orphans.pop(0))
@@ -79,6 +94,14 @@ class LedgerWorkload(BaseWorkload):
             self.crashed.append(mine)
             return self.create()
         return self.append(ctx, mine)
+
+    def _leader(self, process: int) -> int | None:
+        """For a co-writer, the worker whose ledger it appends to: workers of one agent go
+        in groups of `pipeline`, the first of each group writing its own ledgers."""
+        worker = self.worker(process)
+        agent, rank = worker % self.clients, worker // self.clients
+        lead = rank - rank % self.pipeline
+        return None if lead == rank else lead * self.clients + agent
 
     def learn(
         self, process: int, op: dict[str, Any], kind: str, value: Any, error: str | None

@@ -75,6 +75,8 @@ def test_padded_payloads_stay_unique() -> None:
         {"takeovers": -0.1},
         {"takeovers": 0.9},
         {"writer_crashes": 0.6},
+        {"pipeline": 0},
+        {"pipeline": 3, "concurrency": 4, "clients": 2},
     ],
 )
 def test_bad_options_are_refused(bad: dict) -> None:
@@ -109,6 +111,24 @@ def test_a_crashed_writer_leaves_its_ledger_open_for_the_next_takeover() -> None
     w.crash_fraction, w.recover_fraction = 0.0, 1.0
     assert w.next_op(ctx(1)) == {"f": "recover", "value": {"ledger": 10}}
     assert w.crashed == []
+
+
+def test_pipelined_workers_of_one_agent_append_to_their_leaders_ledger() -> None:
+    """`--pipeline 2` with 8 workers on 2 agents: workers 0 and 1 lead (agent 0 runs 0, 2,
+    4, 6; agent 1 runs 1, 3, 5, 7), 2 and 3 append to their ledgers, 4 and 5 lead again.
+    A co-writer waits while its leader has no ledger and follows it to the next one."""
+    w = runner.WORKLOADS["ledger"](TestSpec(concurrency=8, clients=2, pipeline=2, takeovers=0))
+    assert [w._leader(p) for p in range(8)] == [None, None, 0, 1, None, None, 4, 5]
+    assert w._leader(8 + 2) == 0  # a retired process id keeps its worker's place
+    assert w.next_op(ctx(2)) is PENDING
+    complete(w, 0, w.next_op(ctx(0)), ledger=10)
+    appends = [w.next_op(ctx(p, seed)) for p, seed in ((2, 0), (10, 1), (2, 2))]
+    assert {op["f"] for op in appends} == {"append"}
+    assert {op["value"]["ledger"] for op in appends} == {10}
+    complete(w, 0, w.append(ctx(0), 10), kind="fail")  # fenced: the leader moves on
+    assert w.next_op(ctx(2)) is PENDING
+    complete(w, 4, w.next_op(ctx(4)), ledger=12)
+    assert w.next_op(ctx(6))["value"]["ledger"] == 12
 
 
 def test_log_takeover_fences_then_starts_the_next_ledger_and_the_old_writer_drops_out() -> None:
@@ -211,9 +231,14 @@ class Model:
         return "ok", {"lac": last} if f == "read-lac" else {"last_entry": last}
 
 
-@pytest.mark.parametrize("name", testspec.WORKLOADS)
-def test_every_workload_on_a_correct_service_gives_a_valid_history(name: str) -> None:
-    spec = TestSpec(workload=name, concurrency=4, takeovers=0.05, writer_crashes=0.02)
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [*((name, {}) for name in testspec.WORKLOADS), ("ledger", {"clients": 2, "pipeline": 2})],
+)
+def test_every_workload_on_a_correct_service_gives_a_valid_history(
+    name: str, options: dict[str, int]
+) -> None:
+    spec = TestSpec(workload=name, concurrency=4, takeovers=0.05, writer_crashes=0.02, **options)
     workload = runner.WORKLOADS[name](spec)
     model, history, rng = Model(), [], random.Random(7)
     gen = workload.generator()
