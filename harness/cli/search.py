@@ -16,7 +16,11 @@ import click
 
 from bookie_image import bugs as seeded_bugs
 from harness.errors import UserError
-from harness.testspec import WORKLOADS
+from harness.testspec import WORKLOADS, TestSpec
+
+WORKLOAD_SETTINGS = ("bookies", "concurrency", "id_bits", "pipeline")
+"""What a search may set besides the workload and the bugs; `minimal.json` records them."""
+TESTSPEC_CHECKED = ("workload", "bugs", "clients", *WORKLOAD_SETTINGS)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
@@ -33,6 +37,31 @@ def parse_budget(text: str) -> float:
 @click.command()
 @click.option("--runtime", type=click.Choice(["sim"]), default="sim", show_default=True)
 @click.option("--workload", type=click.Choice(WORKLOADS), default="ledger", show_default=True)
+@click.option(
+    "--id-bits",
+    type=click.Choice(["64", "128"]),
+    default="64",
+    show_default=True,
+    help="Ledger ids of the workload: 128 spreads them over BP-35 scopes.",
+)
+@click.option(
+    "--bookies",
+    type=click.IntRange(3, 9),
+    default=3,
+    show_default=True,
+    help="Bookies in the simulated cluster (ledgers are E3/WQ2/AQ2): a fourth is a spare "
+    "for ensemble changes.",
+)
+@click.option(
+    "--concurrency", type=click.IntRange(1, 64), default=4, show_default=True, help="Workers."
+)
+@click.option(
+    "--pipeline",
+    type=int,
+    default=1,
+    show_default=True,
+    help="ledger workload: appends in flight per ledger (workers of one agent sharing it).",
+)
 @click.option("--bug", "bug_names", multiple=True, help="Seeded bug to switch on (repeatable).")
 @click.option("--budget", default="10m", show_default=True, help="Real time to spend: 90s, 10m…")
 @click.option("--max-faults", type=int, default=3, show_default=True)
@@ -45,6 +74,10 @@ def parse_budget(text: str) -> float:
 def search(
     runtime: str,
     workload: str,
+    id_bits: str,
+    bookies: int,
+    concurrency: int,
+    pipeline: int,
     bug_names: tuple[str, ...],
     budget: str,
     max_faults: int,
@@ -67,6 +100,16 @@ def search(
     if max_faults < 1 or max_time < 0.5:
         raise UserError("--max-faults must be >= 1 and --max-time >= 0.5")
     name = f"search-{'+'.join(bugs) or 'clean'}"
+    base = SimSpec(
+        name=name,
+        bugs=bugs,
+        workload=workload,
+        id_bits=int(id_bits),
+        bookies=bookies,
+        concurrency=concurrency,
+        pipeline=pipeline,
+    )
+    TestSpec(runtime="sim", **{k: getattr(base, k) for k in TESTSPEC_CHECKED})  # bad input: 254
 
     def progress(spec: SimSpec, results: dict[str, Any]) -> None:
         verdict = results["valid"]
@@ -77,7 +120,7 @@ def search(
         )
 
     outcome = run_search(
-        SimSpec(name=name, bugs=bugs, workload=workload),
+        base,
         budget_s,
         max_time=max_time,
         max_faults=max_faults,
@@ -97,6 +140,7 @@ def search(
         result = run_sim(outcome.found, run_dir)
         minimal = {
             "workload": workload,
+            **{k: getattr(outcome.found, k) for k in WORKLOAD_SETTINGS},
             "seed": outcome.found.seed,
             "time_limit": outcome.found.time_limit,
             "bugs": list(bugs),

@@ -46,8 +46,9 @@ SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workloa
 
 @dataclass(frozen=True)
 class SimSpec:
-    """One simulated test: the fields mean what they mean in `TestSpec`, plus the
-    network's `latency` range and `loss` probability (see harness/sim/net.py)."""
+    """One simulated test: the fields mean what they mean in `TestSpec` (`workload`,
+    `id_bits` and `pipeline` shape the workload `run_sim` builds when it is given none),
+    plus the network's `latency` range and `loss` probability (see harness/sim/net.py)."""
 
     seed: int = 0
     time_limit: float = 10.0
@@ -60,6 +61,8 @@ class SimSpec:
     bugs: tuple[str, ...] = ()
     schedule: tuple[dict[str, Any], ...] = ()
     workload: str = "ledger"
+    id_bits: int = 64
+    pipeline: int = 1
     latency: tuple[float, float] = (0.0002, 0.002)
     loss: float = 0.0
     name: str = "sim"
@@ -170,6 +173,8 @@ def _default_workload(spec: SimSpec) -> Workload:
     test = TestSpec(
         runtime="sim",
         workload=spec.workload,
+        id_bits=spec.id_bits,
+        pipeline=spec.pipeline,
         bookies=spec.bookies,
         clients=spec.clients,
         concurrency=spec.concurrency,

@@ -75,7 +75,11 @@ def sim_tests(
         ),
         st.integers(0, 2**16),
         st.integers(5, round(max_time * TICKS_PER_S)),
-        sim_schedules(time_limit=max_time / 2, max_faults=max_faults),
+        sim_schedules(
+            nodes=tuple(f"b{i}" for i in range(1, base.bookies + 1)),
+            time_limit=max_time / 2,
+            max_faults=max_faults,
+        ),
     )
 
 

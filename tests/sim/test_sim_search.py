@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import find, given, settings
 
 from harness.cli import main
 from harness.runtime.sim import SimSpec, run_sim
@@ -55,3 +55,49 @@ def test_search_finds_shrinks_and_stores_no_journal_fsync(
     run_dir = Path(summary["run_dir"])
     assert json.loads((run_dir / "minimal.json").read_text()) == minimal
     assert (run_dir / "history.jsonl").exists() and (tmp_path / "latest").exists()
+
+
+def test_search_for_scope_id_ignored_runs_128_bit_ledgers_and_records_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--id-bits 128` reaches the workload (its ledgers spread over BP-35 scopes), and the
+    minimal test says so, for a replay to use the same ids."""
+    args = ["search", "--id-bits", "128", "--bug", "scope-id-ignored", "--budget", "60s"]
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--store", str(tmp_path), "--json"])
+    assert exited.value.code == 1
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["minimal"]["id_bits"] == 128 and summary["minimal"]["bookies"] == 3
+    history = (Path(summary["run_dir"]) / "history.jsonl").read_text().splitlines()
+    creates = [op for op in map(json.loads, history) if op["f"] == "create" and op["type"] == "ok"]
+    assert creates and all(isinstance(op["value"]["ledger"], str) for op in creates)
+
+
+def test_a_search_with_a_spare_bookie_draws_faults_on_it() -> None:
+    """`--bookies 4`: the fourth bookie (the spare an ensemble change needs) is a target."""
+    spec = find(
+        sim_tests(SimSpec(bookies=4)),
+        lambda s: any("b4" in step["value"]["nodes"] for step in s.schedule),
+        settings=settings(database=None, derandomize=True),
+    )
+    assert spec.bookies == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--pipeline", "3"], "--pipeline 3"),
+        (["--bookies", "2"], "--bookies"),
+        (["--budget", "0"], "--budget"),
+        (["--bug", "no-such-bug"], "no-such-bug"),
+    ],
+)
+def test_bad_search_arguments_exit_254_and_say_what_to_change(
+    args: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["search", *args, "--store", str(tmp_path)])
+    assert exited.value.code == 254
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # nothing ran, nothing stored
