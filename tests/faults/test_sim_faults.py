@@ -55,7 +55,7 @@ def test_acks_before_the_ack_quorum_lose_entries_in_the_simulation() -> None:
     """Acknowledging on one copy: a power loss or kill of that bookie loses the entry."""
 
 
-@pytest.mark.chaos(**SIM_RUN, seed=1, bugs=["no-journal-fsync"], expect="invalid", anomalies=LOSS)
+@pytest.mark.chaos(**SIM_RUN, seed=3, bugs=["no-journal-fsync"], expect="invalid", anomalies=LOSS)
 def test_a_journal_without_fsync_loses_entries_to_simulated_power_loss() -> None:
     """Acknowledged before the journal's fsync: power loss drops what was acknowledged."""
 
@@ -72,6 +72,103 @@ def test_reads_beyond_the_lac_are_caught_in_the_simulation() -> None:
 )
 def test_recovery_counting_unknown_answers_as_negatives_is_caught_in_the_simulation() -> None:
     """A bookie that cannot answer during recovery is not one that lacks the entry."""
+
+
+@pytest.mark.chaos(
+    **SIM_RUN,
+    seed=1,
+    id_bits=128,
+    bugs=["scope-id-ignored"],
+    expect="invalid",
+    anomalies=["divergence"],
+)
+def test_ledgers_of_two_scopes_sharing_an_id_are_caught_in_the_simulation() -> None:
+    """A 128-bit id sent without its scope: two scopes' ledgers overwrite each other."""
+
+
+@pytest.mark.chaos(
+    **SIM_RUN,
+    seed=2,
+    workload="recovery-race",
+    bugs=["metadata-blind-write"],
+    expect="invalid",
+    anomalies=["divergence"],
+)
+def test_recoveries_closing_a_ledger_without_compare_and_set_are_caught_in_the_simulation() -> (
+    None
+):
+    """Racing recoveries that each write CLOSED unconditionally: the last one wins, and
+    closed reads taken in between disagree with it."""
+
+
+SEARCH_DEFAULTS: dict[str, Any] = {"runtime": "sim", "rate": 100, "op_timeout": 5}
+"""The search's simulated test (harness.runtime.sim.SimSpec's defaults) as chaos settings."""
+
+SHRUNK: dict[str, tuple[dict[str, Any], str, tuple[dict[str, Any], ...]]] = {
+    "no-cookie": (
+        {"bookies": 3, "time_limit": 0.6, "seed": 0},
+        "lost-append",
+        (
+            {"at": 0.0, "f": "power-loss", "value": {"nodes": ["b1"]}},
+            {"at": 0.0, "f": "wipe", "value": {"nodes": ["b1"]}},
+            {"at": 0.1, "f": "power-on", "value": {"nodes": ["b1"]}},
+            {"at": 0.5, "f": "restore", "value": {"nodes": ["b1"]}},
+        ),
+    ),
+    "corrupt-returns-noentry": (
+        {"bookies": 3, "time_limit": 2.7, "seed": 242},
+        "lost-append",
+        (
+            {"at": 0.0, "f": "power-loss", "value": {"nodes": ["b2"]}},
+            {"at": 0.1, "f": "power-on", "value": {"nodes": ["b2"]}},
+            {"at": 0.1, "f": "corrupt", "value": {"nodes": ["b1"]}},
+            {"at": 1.5, "f": "corrupt-restart", "value": {"nodes": ["b1"]}},
+        ),
+    ),
+    "ensemble-change-drops-pending": (
+        {"bookies": 4, "pipeline": 2, "time_limit": 1.2, "seed": 1206},
+        "lost-append",
+        (
+            {"at": 0.0, "f": "start-packet", "value": {"nodes": ["b1"]}},
+            {"at": 0.4, "f": "pause", "value": {"nodes": ["b1", "b4"]}},
+            {"at": 0.5, "f": "resume", "value": {"nodes": ["b1", "b4"]}},
+            {"at": 1.1, "f": "power-loss", "value": {"nodes": ["b1", "b4"]}},
+            {"at": 1.2, "f": "power-on", "value": {"nodes": ["b1", "b4"]}},
+            {"at": 1.2, "f": "stop-packet", "value": {"nodes": ["b1"]}},
+        ),
+    ),
+    "metadata-blind-write": (
+        {"bookies": 4, "pipeline": 2, "time_limit": 1.7, "seed": 49},
+        "dirty-read",
+        (
+            {"at": 0.1, "f": "start-partition", "value": {"nodes": ["b1"]}},
+            {"at": 0.2, "f": "stop-partition", "value": {"nodes": ["b1"]}},
+            {"at": 0.4, "f": "pause", "value": {"nodes": ["b1", "b2"]}},
+            {"at": 1.0, "f": "resume", "value": {"nodes": ["b1", "b2"]}},
+            {"at": 1.2, "f": "power-loss", "value": {"nodes": ["b1", "b2"]}},
+            {"at": 1.4, "f": "power-on", "value": {"nodes": ["b1", "b2"]}},
+        ),
+    ),
+}
+"""Bug -> (settings, anomaly, schedule): what `bkchaos search --bug BUG` found and shrank
+(docs/performance.md, "Search and shrink"), replayed through the pytest plugin."""
+
+
+@pytest.mark.parametrize("bug", SHRUNK)
+def test_the_schedule_a_search_shrank_catches_its_bug_and_no_other_build(
+    chaos: Chaos, bug: str
+) -> None:
+    """The shrunk schedule with the bug on gives the anomaly the search kept; the correct
+    build under the same schedule gives none (it may be `unknown` only for a fault it
+    refused: a bookie powered on while its disks are out does not start)."""
+    settings, anomaly, schedule = SHRUNK[bug]
+    run = chaos(**SEARCH_DEFAULTS, **settings, schedule=schedule, bugs=[bug])
+    assert run.results["valid"] is False and anomaly in run.results["anomaly_types"], run.summary()
+    clean = chaos(**SEARCH_DEFAULTS, **settings, schedule=schedule)
+    assert clean.results["anomaly_types"] == [], clean.summary()
+    if clean.results["valid"] is not True:
+        (error,) = clean.results["checkers"]["nemesis"]["errors"]
+        assert "did not come back" in error and "has no cookie but ZooKeeper has one" in error
 
 
 @settings(
