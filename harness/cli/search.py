@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from bookie_image import bugs as seeded_bugs
+from harness.cli.test import pipeline_option
 from harness.errors import UserError
 from harness.testspec import WORKLOADS, TestSpec
 
@@ -55,13 +56,7 @@ def parse_budget(text: str) -> float:
 @click.option(
     "--concurrency", type=click.IntRange(1, 64), default=4, show_default=True, help="Workers."
 )
-@click.option(
-    "--pipeline",
-    type=int,
-    default=1,
-    show_default=True,
-    help="ledger workload: appends in flight per ledger (workers of one agent sharing it).",
-)
+@pipeline_option
 @click.option("--bug", "bug_names", multiple=True, help="Seeded bug to switch on (repeatable).")
 @click.option("--budget", default="10m", show_default=True, help="Real time to spend: 90s, 10m…")
 @click.option("--max-faults", type=int, default=3, show_default=True)

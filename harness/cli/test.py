@@ -38,6 +38,15 @@ def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return tuple(steps)
 
 
+pipeline_option = click.option(
+    "--pipeline",
+    type=int,
+    default=1,
+    show_default=True,
+    help="ledger workload: appends in flight per ledger (workers of one agent sharing it).",
+)
+
+
 @click.command()
 @click.option("--name", default=None, help="Test name in the store (default: the workload).")
 @click.option("--workload", type=click.Choice(WORKLOADS), default="ledger", show_default=True)
@@ -106,13 +115,7 @@ def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     help="ledger workload: share of ops at which a writer crashes, leaving its ledger open "
     "(its last entry beyond every LAC) for the next takeover to recover.",
 )
-@click.option(
-    "--pipeline",
-    type=int,
-    default=1,
-    show_default=True,
-    help="ledger workload: appends in flight per ledger (workers of one agent sharing it).",
-)
+@pipeline_option
 @click.option("--bug", "bugs", multiple=True, help="Switch on a seeded bug (repeatable).")
 @click.option("--seed", type=int, default=None, help="Seed (default: random, recorded).")
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True)
