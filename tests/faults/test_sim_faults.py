@@ -94,9 +94,7 @@ def test_ledgers_of_two_scopes_sharing_an_id_are_caught_in_the_simulation() -> N
     expect="invalid",
     anomalies=["divergence"],
 )
-def test_recoveries_closing_a_ledger_without_compare_and_set_are_caught_in_the_simulation() -> (
-    None
-):
+def test_recoveries_closing_a_ledger_without_compare_and_set_are_caught_in_the_simulation() -> None:
     """Racing recoveries that each write CLOSED unconditionally: the last one wins, and
     closed reads taken in between disagree with it."""
 
