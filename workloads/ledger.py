@@ -52,6 +52,7 @@ class LedgerWorkload(BaseWorkload):
     crashed: list[Any] = field(default_factory=list)
     """Ledgers whose writer crashed, left open: takeovers recover these first, oldest first."""
     pipeline: int = 1
+    """Workers appending to each writer's ledger (`--pipeline`): its own and co-writers."""
     clients: int = 1
     """Client agents: worker w runs on agent w mod `clients` (harness.controller)."""
 
