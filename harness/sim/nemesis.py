@@ -78,17 +78,15 @@ class SimNemesis:
         self.cluster = cluster
         self.rng = rng
 
-    def _bookies(self, value: dict[str, Any]) -> list[Any]:
-        names = value.get("nodes") or []
-        unknown = [n for n in names if n not in self.cluster.bookies]
-        if unknown or not names:
-            raise ValueError(f"value.nodes must name bookies among {list(self.cluster.bookies)}")
-        return [self.cluster.bookies[n] for n in names]
+    def _bookies(self, value: dict[str, Any]) -> list[SimBookie]:
+        return [self.cluster.bookies[n] for n in self._nodes(value, list(self.cluster.bookies))]
 
-    def _nodes(self, value: dict[str, Any]) -> list[str]:
+    def _nodes(self, value: dict[str, Any], among: list[str] | None = None) -> list[str]:
+        """`value.nodes`, which must name some of `among` (by default, any node)."""
+        among = self.cluster.nodes if among is None else among
         names = value.get("nodes") or []
-        if not names or not set(names) <= set(self.cluster.nodes):
-            raise ValueError(f"value.nodes must name nodes among {self.cluster.nodes}")
+        if not names or not set(names) <= set(among):
+            raise ValueError(f"value.nodes must name some of {among}, got {names}")
         return list(names)
 
     def _role(self, node: str) -> str:
