@@ -17,11 +17,10 @@ import click
 from bookie_image import bugs as seeded_bugs
 from harness.cli.test import pipeline_option
 from harness.errors import UserError
-from harness.testspec import WORKLOADS, TestSpec
+from harness.testspec import WORKLOADS
 
 WORKLOAD_SETTINGS = ("bookies", "concurrency", "id_bits", "pipeline")
 """What a search may set besides the workload and the bugs; `minimal.json` records them."""
-TESTSPEC_CHECKED = ("workload", "bugs", "clients", *WORKLOAD_SETTINGS)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
@@ -104,7 +103,7 @@ def search(
         concurrency=concurrency,
         pipeline=pipeline,
     )
-    TestSpec(runtime="sim", **{k: getattr(base, k) for k in TESTSPEC_CHECKED})  # bad input: 254
+    base.as_test()  # bad settings: the same UserError (exit 254) as bkchaos test's
 
     def progress(spec: SimSpec, results: dict[str, Any]) -> None:
         verdict = results["valid"]

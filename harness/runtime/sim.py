@@ -71,6 +71,20 @@ class SimSpec:
     def __post_init__(self) -> None:
         bugs.parse(",".join(self.bugs))  # a misspelt bug must not silently test nothing
 
+    def as_test(self) -> TestSpec:
+        """The `bkchaos test --runtime sim` spec of this test's workload settings, checked
+        by the same rules (a bad one is a UserError, exit 254 at the CLI)."""
+        return TestSpec(
+            runtime="sim",
+            workload=self.workload,
+            id_bits=self.id_bits,
+            pipeline=self.pipeline,
+            bookies=self.bookies,
+            clients=self.clients,
+            concurrency=self.concurrency,
+            bugs=self.bugs,
+        )
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
@@ -170,16 +184,7 @@ def run_sim(
 
 def _default_workload(spec: SimSpec) -> Workload:
     """`spec.workload` as `bkchaos test` would build it with default options."""
-    test = TestSpec(
-        runtime="sim",
-        workload=spec.workload,
-        id_bits=spec.id_bits,
-        pipeline=spec.pipeline,
-        bookies=spec.bookies,
-        clients=spec.clients,
-        concurrency=spec.concurrency,
-    )
-    return WORKLOADS[spec.workload](test)
+    return WORKLOADS[spec.workload](spec.as_test())
 
 
 async def _settled(cluster: SimCluster, controller: Callable[[], Controller]) -> None:

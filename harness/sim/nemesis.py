@@ -122,7 +122,7 @@ class SimNemesis:
                 moved = {str(root): disk.pull() for root, disk in bookie.disks.items()}
                 proof[bookie.name] = {"moved": moved, **await self._start_on_blank_disk(bookie)}
         elif f == "restore":
-            nodes = value.get("nodes") or [b for b in self.cluster.bookies if self._pulled(b)]
+            nodes = value.get("nodes") or [b.name for b in self._bookies_pulled()]
             for bookie in self._bookies({"nodes": nodes}) if nodes else ():
                 bookie.crash()
                 restored = {str(r): d.put_back() for r, d in bookie.disks.items() if d.pulled}
@@ -192,8 +192,8 @@ class SimNemesis:
             raise ValueError(f"the simulation has no fault {f!r} (known: {sorted(SIM_FAULTS)})")
         return {**value, "proof": proof}
 
-    def _pulled(self, name: str) -> bool:
-        return self.cluster.bookies[name].pulled
+    def _bookies_pulled(self) -> list[SimBookie]:
+        return [b for b in self.cluster.bookies.values() if b.pulled]
 
     @staticmethod
     async def _start(bookie: SimBookie) -> None:
@@ -228,7 +228,7 @@ class SimNemesis:
         paused = sorted(n for n in self.cluster.loop.paused if n in self.cluster.bookies)
         if paused:
             proofs.append((await self.invoke({"f": "resume", "value": {"nodes": paused}}))["proof"])
-        if any(map(self._pulled, self.cluster.bookies)):
+        if self._bookies_pulled():
             proofs.append((await self.invoke({"f": "restore"}))["proof"])
         down = [b.name for b in self.cluster.bookies.values() if not b.running]
         if down:
