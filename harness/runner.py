@@ -120,7 +120,8 @@ def fault_schedule(
     if not spec.nemesis:
         return None
     group = max(1, (len(pool) - 1) // 2) if spec.targets == "minority" else 1
-    targets = Targets(pool, group, parsed_grudge(spec.grudge) if spec.grudge else "", live)
+    grudge = parsed_grudge(spec.grudge) if spec.grudge else ""
+    targets = Targets(pool, group, grudge, live, spec.corruption)
     cycle = FaultCycle if len(spec.nemesis) == 1 else CombinedCycle
     return cycle(spec.nemesis, pool, spec.nemesis_interval, targets)
 

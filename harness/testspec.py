@@ -12,11 +12,14 @@ from typing import Any
 
 from bookie_image import bugs
 from harness.errors import UserError
+from nemesis.disk import CORRUPT_MODES
 from nemesis.grudge import NAMES as GRUDGE_NAMES
 from nemesis.schedule import check_steps, schedule_kinds
 
 WORKLOADS = ("ledger", "log", "unbounded", "tail", "recovery-race")
 """Kept in step with harness.runner.WORKLOADS (the factories) by a unit test."""
+PIPELINED_WORKLOADS = ("ledger", "log", "unbounded")
+"""The workloads whose writers `--pipeline` gives co-writers."""
 NEMESES = ("kill", "pause", "wipe", "power-loss", "corrupt", "clock", "clock-strobe")
 """Faults a correct build survives without anomalies: the pool schedules are drawn from."""
 OPT_IN_NEMESES = ("wipe-reset",)
@@ -60,6 +63,10 @@ class TestSpec:
     grudge: str = ""
     """The partitions' grudge: a name (nemesis.grudge.NAMES) or a JSON `{node: [nodes]}`;
     empty: drawn per partition (nemesis.schedule.DRAWN_GRUDGES)."""
+    corruption: str = ""
+    """What a `corrupt` fault does (nemesis.disk.CORRUPT_MODES): bit flips anywhere, a
+    truncation anywhere, or a crash that loses the tail of the newest entry logs; empty:
+    the nemesis's default (flips)."""
     time_limit: float = 30.0
     concurrency: int = 4
     clients: int = 2
@@ -85,8 +92,9 @@ class TestSpec:
     ledger between two appends, leaving it open with its last entry not yet covered by any
     LAC (as a crashed broker does), for the next takeover to recover."""
     pipeline: int = 1
-    """The `ledger` workload's appends in flight per ledger: each writer's ledger is shared
-    by this many workers on its client agent, as a broker pipelines a topic's adds."""
+    """Appends in flight per ledger (`ledger`, `log` and `unbounded` workloads): each
+    writer's ledger is shared by this many workers on its client agent, as a broker
+    pipelines a topic's adds."""
     bugs: tuple[str, ...] = ()
     seed: int = 0
     store: str = "store"
@@ -120,6 +128,14 @@ class TestSpec:
                 parsed_grudge(self.grudge)
             except ValueError as exc:
                 raise UserError(f"--grudge {self.grudge!r}: {exc}") from None
+        if self.corruption:
+            if self.corruption not in CORRUPT_MODES or "corrupt" not in self.nemesis:
+                raise UserError(
+                    f"--corruption {self.corruption!r} shapes corrupt faults: choose one of "
+                    f"{CORRUPT_MODES} and add corrupt to --nemesis"
+                )
+            if self.runtime == "sim" and self.corruption != "flip":
+                raise UserError("the simulation's corrupt faults flip bits only: drop --corruption")
 
     def validate(self) -> None:
         """Refuse a test that cannot run, naming the parameter and what to do."""
@@ -176,6 +192,11 @@ class TestSpec:
             raise UserError(f"--bug: {exc}") from None
         if self.concurrency < 1 or self.clients < 1:
             raise UserError("--concurrency and --clients must be at least 1")
+        if self.pipeline > 1 and self.workload not in PIPELINED_WORKLOADS:
+            raise UserError(
+                f"--pipeline: the {self.workload} workload has no writers to pipeline; "
+                f"use one of {PIPELINED_WORKLOADS} or drop --pipeline"
+            )
         if not 1 <= self.pipeline <= max(1, self.concurrency // self.clients):
             raise UserError(
                 f"--pipeline {self.pipeline}: each ledger is appended to by that many workers "

@@ -35,7 +35,7 @@ from nemesis.process import ProcessRuntime
 
 EXIT_WAIT_S = 30.0
 POLL_S = 0.1
-CORRUPT_MODES = ("flip", "truncate")
+CORRUPT_MODES = ("flip", "truncate", "tail")
 SAFE_CORRUPT_TARGETS = ("entrylog",)
 """Every stored record's CRC is in the index, so damage there must read as EIO; journal
 and index damage can really lose acknowledged entries on that bookie (opt-in)."""
@@ -237,8 +237,11 @@ class CorruptNemesis:
     """`corrupt` damages files in place; `corrupt-restart` restarts the damaged bookies.
 
     Parameters (op value, all optional): `targets` (file kinds, default entry logs only),
-    `mode` ("flip" or "truncate"), `count` (bit flips, default 3), `seed` (drawn from the
-    nemesis's seeded rng when absent; recorded, so the damage replays).
+    `mode` ("flip", "truncate" or "tail"), `count` (bit flips, default 3), `seed` (drawn
+    from the nemesis's seeded rng when absent; recorded, so the damage replays). A `tail`
+    corruption is what a crash leaves on a disk that acknowledged writes it did not keep:
+    the bookie is SIGKILLed first, then the end of its newest file of each dir is cut off,
+    and it stays down until `corrupt-restart` (or heal) starts it again.
     """
 
     fs = frozenset({"corrupt", "corrupt-restart"})
@@ -247,6 +250,7 @@ class CorruptNemesis:
         self.runtime = runtime
         self.rng = random.Random(seed)
         self.damaged: set[str] = set()
+        self.down: set[str] = set()  # killed by a `tail` corruption, waiting for a restart
 
     async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         value = dict(op.get("value") or {})
@@ -264,8 +268,15 @@ class CorruptNemesis:
         value.setdefault("seed", self.rng.randrange(2**32))
         proof = {}
         for node in _nodes(op):
+            killed = {}
+            if mode == "tail":
+                pid, _ = await asyncio.to_thread(self.runtime.process_state, node)
+                killed["killed_pid"] = (
+                    await asyncio.to_thread(self.runtime.kill, node) if pid else None
+                )
+                self.down.add(node)
             params = {k: value[k] for k in ("targets", "mode", "count", "seed")}
-            proof[node] = await on_node(
+            proof[node] = killed | await on_node(
                 self.runtime, node, "corrupt", dirs=_data_dirs(self.runtime, node), **params
             )
             self.damaged.add(node)
@@ -277,9 +288,13 @@ class CorruptNemesis:
             await _stop_if_running(self.runtime, node)
             proof[node] = await _restart(self.runtime, node)
             self.damaged.discard(node)
+            self.down.discard(node)
         return proof
 
     async def heal(self) -> list[dict[str, Any]]:
-        """Damage cannot be undone; heal only ends the fault's bookkeeping (no restart)."""
+        """Damage cannot be undone; heal restarts only the bookies a `tail` left down."""
+        down = sorted(self.down)
         self.damaged.clear()
-        return []
+        if not down:
+            return []
+        return [{"f": "corrupt-restart", "proof": await self._restart(down)}]

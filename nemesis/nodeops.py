@@ -8,8 +8,8 @@ fault's proof. Every op returns what it changed or observed, byte for byte.
 
 Ops: `power-loss` (truncate every file to its fsynced length, per the bookie's manifest),
 `move-aside` / `move-back` (a disk pulled out and put back), `wipe` (delete for good),
-`corrupt` (bit flips or a truncation at seeded random offsets), `probe` (TCP connects
-from this node: passed, refused or dropped, with connect times).
+`corrupt` (bit flips or a truncation at seeded random offsets, or a lost last write),
+`probe` (TCP connects from this node: passed, refused or dropped, with connect times).
 """
 
 from __future__ import annotations
@@ -43,16 +43,21 @@ def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file())
 
 
+def _manifest(d: Path) -> dict[str, Any]:
+    """The bookie's record of what it fsynced in data dir `d` (bookie_image.bookie.files)."""
+    try:
+        return json.loads((d / MANIFEST).read_text())
+    except FileNotFoundError:
+        return {}
+
+
 def power_loss(dirs: list[str]) -> dict[str, Any]:
     """Drop every byte written after the last fsync: each file back to the length the
     bookie recorded after its last fsync; files it never recorded were never fsynced
     (to 0). Never extends a file. Returns per file the bytes dropped."""
     dropped: dict[str, dict[str, int]] = {}
     for d in map(Path, dirs):
-        try:
-            synced = json.loads((d / MANIFEST).read_text())["files"]
-        except FileNotFoundError:
-            synced = {}  # nothing was ever fsynced in this dir
+        synced = _manifest(d).get("files", {})  # none: nothing was ever fsynced in this dir
         for path in _files(d):
             rel = str(path.relative_to(d))
             if rel == MANIFEST:
@@ -118,25 +123,44 @@ def _candidates(dirs: list[str], targets: list[str]) -> list[Path]:
     return found
 
 
+def _cut(path: Path, to: int) -> dict[str, Any]:
+    size = path.stat().st_size
+    os.truncate(path, to)
+    return {"file": str(path), "truncated_from": size, "to": to}
+
+
 def corrupt(
     dirs: list[str], targets: list[str], mode: str, count: int, seed: int
 ) -> dict[str, Any]:
     """`count` single-bit flips (mode "flip") at seeded random offsets, or one truncation
     (mode "truncate") to a random length, in files of the `targets` kinds. Files are
-    picked in proportion to their size, so every byte is equally likely to be hit."""
+    picked in proportion to their size, so every byte is equally likely to be hit. Mode
+    "tail" cuts the newest such file of each dir at a random point of its last fsynced
+    write (the manifest's `last_flush`), as a disk that lied about that fsync would lose
+    it: the entries stored last, the ones a recovery reads, are what it damages. One
+    write, so two tails cut seconds apart never take both copies of an entry."""
     files = _candidates(dirs, targets)
     if not files:
         raise RuntimeError(f"no non-empty {'/'.join(targets)} files in {dirs} to corrupt")
     rng = random.Random(seed)
     sizes = [p.stat().st_size for p in files]
     changes: list[dict[str, Any]] = []
-    if mode == "truncate":
+    if mode == "tail":
+        for d in map(Path, dirs):
+            mine = [p for p in files if p.is_relative_to(d)]
+            if mine:
+                path = max(mine, key=lambda p: (p.stat().st_mtime_ns, p.name))
+                size = path.stat().st_size
+                start = _manifest(d).get("last_flush", {}).get(str(path.relative_to(d)), 0)
+                changes.append(_cut(path, rng.randrange(min(start, size - 1), size)))
+    elif mode == "truncate":
         path = rng.choices(files, sizes)[0]
-        size = path.stat().st_size
-        to = rng.randrange(size)
-        os.truncate(path, to)
-        changes.append({"file": str(path), "truncated_from": size, "to": to})
-        return {"changes": changes, "bytes_changed": size - to}
+        changes.append(_cut(path, rng.randrange(path.stat().st_size)))
+    if changes:
+        return {
+            "changes": changes,
+            "bytes_changed": sum(c["truncated_from"] - c["to"] for c in changes),
+        }
     for _ in range(count):
         path = rng.choices(files, sizes)[0]
         with path.open("r+b") as f:

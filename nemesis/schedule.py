@@ -44,7 +44,8 @@ def check_kinds_and_nodes(kinds: tuple[str, ...], nodes: tuple[str, ...]) -> Non
 @dataclass
 class Targets:
     """What a seeded schedule aims each fault at: `group` nodes drawn from `nodes` (one,
-    or a minority), and a partition's grudge (`grudge`, or drawn from DRAWN_GRUDGES)."""
+    or a minority), a partition's grudge (`grudge`, or drawn from DRAWN_GRUDGES), and how
+    a corruption damages them."""
 
     nodes: tuple[str, ...]
     group: int = 1
@@ -52,6 +53,8 @@ class Targets:
     live: Callable[[], tuple[str, ...]] | None = field(default=None, compare=False)
     """When set, each fault hits all of what it returns when the fault starts (the current
     writer's bookies) instead of `group` drawn nodes."""
+    corruption: str = ""
+    """A `corrupt` fault's mode (nemesis.disk.CORRUPT_MODES); empty: the nemesis's default."""
 
     def draw(self, rng: random.Random, free: list[str]) -> tuple[str, ...] | None:
         """`group` of the `free` nodes (or all `live` ones), or None if none are free."""
@@ -67,6 +70,8 @@ class Targets:
         op = _op(START_STOP[kind][0], nodes)
         if kind == "partition":
             op["value"]["grudge"] = self.grudge or rng.choice(DRAWN_GRUDGES)
+        if kind == "corrupt" and self.corruption:
+            op["value"]["mode"] = self.corruption
         return op
 
 

@@ -95,6 +95,10 @@ class BaseWorkload:
     """Process -> what it writes (workload-specific); present while it holds a handle."""
     acked: dict[Any, int] = field(default_factory=dict)
     """Ledger -> the highest entry id an ok append returned."""
+    pipeline: int = 1
+    """Workers appending to each writer's ledger (`--pipeline`): its own and co-writers."""
+    clients: int = 1
+    """Client agents: worker w runs on agent w mod `clients` (harness.controller)."""
     payloads: Payloads = field(default_factory=Payloads)
     _creates: itertools.count = field(default_factory=itertools.count)
 
@@ -105,7 +109,12 @@ class BaseWorkload:
 
     @classmethod
     def from_spec(cls, spec: TestSpec) -> BaseWorkload:
-        return cls(config=LedgerConfig.from_spec(spec), concurrency=spec.concurrency)
+        return cls(
+            config=LedgerConfig.from_spec(spec),
+            concurrency=spec.concurrency,
+            pipeline=spec.pipeline,
+            clients=spec.clients,
+        )
 
     def generator(self) -> Generator:
         return Repeat(self.next_op)
@@ -153,3 +162,15 @@ class BaseWorkload:
     def worker(self, process: int) -> int:
         """The worker (0 .. concurrency−1) a process id runs on; it survives retirements."""
         return process % self.concurrency
+
+    def leader(self, process: int) -> int | None:
+        """For a co-writer, the worker whose writes it joins: workers of one agent go in
+        groups of `pipeline`, the first of each group writing on its own (None for it)."""
+        worker = self.worker(process)
+        agent, rank = worker % self.clients, worker // self.clients
+        lead = rank - rank % self.pipeline
+        return None if lead == rank else lead * self.clients + agent
+
+    def leaders_writing(self, leader: int) -> Any:
+        """What worker `leader` writes now (its `writing` entry), or None."""
+        return next((w for p, w in self.writing.items() if self.worker(p) == leader), None)

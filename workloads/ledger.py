@@ -51,10 +51,6 @@ class LedgerWorkload(BaseWorkload):
     crash_fraction: float = 0.0
     crashed: list[Any] = field(default_factory=list)
     """Ledgers whose writer crashed, left open: takeovers recover these first, oldest first."""
-    pipeline: int = 1
-    """Workers appending to each writer's ledger (`--pipeline`): its own and co-writers."""
-    clients: int = 1
-    """Client agents: worker w runs on agent w mod `clients` (harness.controller)."""
 
     @classmethod
     def from_spec(cls, spec: TestSpec) -> LedgerWorkload:
@@ -68,11 +64,9 @@ class LedgerWorkload(BaseWorkload):
         )
 
     def next_op(self, ctx: Context) -> dict[str, Any] | Any:
-        leader = self._leader(ctx.process)  # type: ignore[arg-type]
+        leader = self.leader(ctx.process)  # type: ignore[arg-type]
         if leader is not None:  # a co-writer: it appends to its leader's ledger, nothing else
-            shared = next(
-                (lid for p, lid in self.writing.items() if self.worker(p) == leader), None
-            )
+            shared = self.leaders_writing(leader)
             return PENDING if shared is None else self.append(ctx, shared)
         mine = self.writing.get(ctx.process)  # type: ignore[arg-type]
         if self.orphans:
@@ -95,14 +89,6 @@ class LedgerWorkload(BaseWorkload):
             self.crashed.append(mine)
             return self.create()
         return self.append(ctx, mine)
-
-    def _leader(self, process: int) -> int | None:
-        """For a co-writer, the worker whose ledger it appends to: workers of one agent go
-        in groups of `pipeline`, the first of each group writing its own ledgers."""
-        worker = self.worker(process)
-        agent, rank = worker % self.clients, worker // self.clients
-        lead = rank - rank % self.pipeline
-        return None if lead == rank else lead * self.clients + agent
 
     def learn(
         self, process: int, op: dict[str, Any], kind: str, value: Any, error: str | None

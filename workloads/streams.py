@@ -8,7 +8,10 @@ handle. A process that is superseded is not told: like a deposed leader that has
 noticed yet, it keeps appending through its old handle until the bookies refuse it —
 which is exactly what fencing must get right.
 
-Processes that hold no stream read its tail, and now and then take a stream over.
+Processes that hold no stream read its tail, and now and then take a stream over. With
+`--pipeline K`, each designated writer has K−1 co-writers on its client agent appending
+through the same handle, so a deposed writer has several adds in flight when it is fenced:
+the dirty entries a takeover's truncating no-op must clear (reference 000).
 """
 
 from __future__ import annotations
@@ -54,12 +57,16 @@ class StreamWorkload(BaseWorkload):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.streams:  # half the processes write, the others read and take over
-            count = max(1, self.concurrency // 2)
-            self.streams = [Stream(f"s{i}") for i in range(count)]
+        if not self.streams:  # half the leaders write, the others read and take over
+            leaders = [w for w in range(self.concurrency) if self.leader(w) is None]
+            self.streams = [Stream(f"s{i}") for i in range(max(1, len(leaders) // 2))]
 
     def next_op(self, ctx: Context) -> Op | Any:
         p: int = ctx.process  # type: ignore[assignment]
+        leader = self.leader(p)
+        if leader is not None:  # a co-writer (`--pipeline`): it appends with its leader
+            shared = self.leaders_writing(leader)
+            return PENDING if shared is None else self.append(ctx, shared.ledger, **shared.extra)
         stream = self.acquiring.get(p)
         if stream is not None:
             return self.acquire_op(p, stream)

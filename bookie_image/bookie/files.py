@@ -6,7 +6,10 @@ manifest, ``<data dir>/.fsynced.json`` (``{"files": {relative path: length}}``),
 atomically (write a temporary file, rename). The manifest is written *after* the fsync and
 *before* the caller acknowledges anything, so truncating every listed file to its recorded
 length never drops acknowledged data. Files absent from the manifest were never fsynced
-(truncate them to 0); a dir without a manifest has had nothing fsynced yet.
+(truncate them to 0); a dir without a manifest has had nothing fsynced yet. The manifest
+also says where each file's last fsynced write began (``"last_flush"``: relative path ->
+the length fsynced before it, since this process opened the layer), which the `corrupt`
+nemesis's `tail` mode cuts into: what a disk that lied about that fsync would lose.
 
 SQLite files (the index) are fsynced by SQLite itself; the storage records their lengths
 after each committed checkpoint through :meth:`FileLayer.record_synced`.
@@ -108,6 +111,7 @@ class OsFileLayer:
         self.syncs = 0  # fsyncs of append files: how tests and benches see group commit
         self._read_fds: dict[str, int] = {}
         self._synced: dict[str, int] = self._load_manifest()
+        self._last_flush: dict[str, int] = {}
 
     def _load_manifest(self) -> dict[str, int]:
         try:
@@ -120,10 +124,12 @@ class OsFileLayer:
         # No fsync of the manifest itself: the nemesis that reads it runs after SIGKILL,
         # when the page cache (and so a renamed manifest) survives.
         tmp = self.root / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps({"files": self._synced}, sort_keys=True))
+        manifest = {"files": self._synced, "last_flush": self._last_flush}
+        tmp.write_text(json.dumps(manifest, sort_keys=True))
         os.replace(tmp, self.root / MANIFEST)
 
     def note_synced(self, rel: str, length: int) -> None:
+        self._last_flush[rel] = self._synced.get(rel, 0)
         self._synced[rel] = length
         self._write_manifest()
 
@@ -170,6 +176,7 @@ class OsFileLayer:
             os.close(fd)
         (self.root / rel).unlink(missing_ok=True)
         self._sync_dir(Path(rel).parent)
+        self._last_flush.pop(rel, None)
         if self._synced.pop(rel, None) is not None:
             self._write_manifest()
 

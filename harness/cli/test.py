@@ -17,6 +17,7 @@ from harness.controller import RunCounters
 from harness.errors import UserError
 from harness.runner import exit_code, run_test
 from harness.testspec import NEMESES, RUNTIMES, TARGETS, WORKLOADS, TestSpec
+from nemesis.disk import CORRUPT_MODES
 
 
 def _csv(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -43,7 +44,8 @@ pipeline_option = click.option(
     type=int,
     default=1,
     show_default=True,
-    help="ledger workload: appends in flight per ledger (workers of one agent sharing it).",
+    help="ledger, log, unbounded workloads: appends in flight per ledger (workers of one "
+    "agent sharing it).",
 )
 
 
@@ -78,6 +80,13 @@ pipeline_option = click.option(
     "--grudge",
     default="",
     help='Partitions use this grudge (a name, or JSON {"b1": ["b2"]}) instead of drawing one.',
+)
+@click.option(
+    "--corruption",
+    default="",
+    metavar="|".join(CORRUPT_MODES),
+    help="What corrupt faults do: flip bits anywhere (default), truncate a file anywhere, or "
+    "crash the bookie and cut the tail of its newest entry logs.",
 )
 @click.option("--op-timeout", type=float, default=10.0, show_default=True)
 @click.option("--bookies", type=int, default=4, show_default=True)

@@ -179,6 +179,8 @@ class SimNemesis:
             targets = value.get("targets") or ["entrylog"]
             if not set(targets) <= set(CORRUPTIBLE):
                 raise ValueError(f"value.targets must be among {sorted(CORRUPTIBLE)}: {targets}")
+            if value.get("mode", "flip") != "flip":
+                raise ValueError(f"the simulation's corrupt flips bits only, not {value['mode']!r}")
             for bookie in self._bookies(value):
                 flips = []
                 for _ in range(int(value.get("count", 3))):

@@ -160,6 +160,38 @@ async def test_corrupt_entry_log_answers_eio_never_no_entry(cluster) -> None:
     assert [await ask(cluster, "b1", ledger, e) for e in range(40)] == answers
 
 
+async def test_a_lost_last_write_cuts_the_newest_flush_only_and_reads_as_eio(cluster) -> None:
+    """`corrupt` mode `tail`: the bookie crashes and its entry log loses part of the last
+    write it fsynced; entries of earlier writes stay, lost ones answer EIO, and the other
+    replicas still serve every entry."""
+    first = await write(cluster, 20)
+    await asyncio.sleep(1.5)  # checkpointed: one flush
+    second = await write(cluster, 20)
+    await asyncio.sleep(1.5)  # the last flush holds the second ledger alone
+    nemesis = CorruptNemesis(cluster, seed=3)
+    done = await nemesis.invoke({"f": "corrupt", "value": {"nodes": ["b1"], "mode": "tail"}})
+    proof = done["proof"]["b1"]
+    assert proof["killed_pid"] and proof["bytes_changed"] > 0
+    assert cluster.process_state("b1")[0] is None  # down until corrupt-restart
+    restarted = await nemesis.invoke({"f": "corrupt-restart", "value": {}})
+    assert restarted["proof"]["b1"]["registered"]
+    assert {await ask(cluster, "b1", first, e) for e in range(20)} == {Status.EOK}
+    cut = [await ask(cluster, "b1", second, e) for e in range(20)]
+    assert set(cut) <= {Status.EOK, Status.EIO} and cut[-1] is Status.EIO, cut
+    assert await read_back(cluster, second) == [b"e%d" % i for i in range(20)]
+
+
+async def test_heal_starts_a_bookie_a_lost_last_write_left_down(cluster) -> None:
+    await write(cluster, 5)
+    await asyncio.sleep(1.5)
+    nemesis = CorruptNemesis(cluster, seed=5)
+    await nemesis.invoke({"f": "corrupt", "value": {"nodes": ["b2"], "mode": "tail"}})
+    assert cluster.process_state("b2")[0] is None
+    healed = await nemesis.heal()
+    assert healed[0]["f"] == "corrupt-restart" and healed[0]["proof"]["b2"]["registered"]
+    assert await nemesis.heal() == []
+
+
 def _wall_clock_lag(cluster: LocalCluster, node: str, after: float) -> float:
     """How far the bookie's own clock (its log timestamps) is ahead of the real one: the
     `journal-stats` line it writes within 0.5 s of an add, against when we saw it."""

@@ -34,6 +34,7 @@ from bookie_image.protocol import (
     encode_entry,
     master_key_for,
 )
+from nemesis import nodeops
 
 KEY = master_key_for(b"pw")
 OTHER_KEY = master_key_for(b"other")
@@ -411,6 +412,30 @@ async def test_power_loss_truncation_to_manifest_keeps_acknowledged_adds(tmp_pat
     node = await Node.open(tmp_path)
     assert node.replayed == 20
     assert (await read(node, L1, -1)).entry_id == 19
+    await node.crash()
+
+
+async def test_a_lost_last_write_takes_only_the_last_checkpoints_entries(tmp_path: Path) -> None:
+    """The `corrupt` nemesis's `tail` mode cuts into the last fsynced write of the newest
+    entry log (the manifest's `last_flush`): what earlier checkpoints wrote stays, and the
+    lost entries answer EIO, never "no such entry"."""
+    node = await Node.open(tmp_path)
+    for i in range(20):
+        assert await add(node, L1, i) == Status.EOK
+        if i in (9, 19):
+            await node.checkpoint()
+    await node.crash()
+    dirs = [str(tmp_path / d) for d in ("ledgers0", "ledgers1")]
+    (change,) = nodeops.corrupt(dirs, ["entrylog"], "tail", count=3, seed=1)["changes"]
+    log = Path(change["file"])
+    manifest = json.loads((log.parents[1] / MANIFEST).read_text())
+    rel = str(log.relative_to(log.parents[1]))
+    assert manifest["last_flush"][rel] <= change["to"] < change["truncated_from"]
+    assert change["truncated_from"] == manifest["files"][rel]
+    node = await Node.open(tmp_path)
+    statuses = [(await read(node, L1, i)).status for i in range(20)]
+    assert statuses[:10] == [Status.EOK] * 10 and statuses[19] == Status.EIO, statuses
+    assert set(statuses) == {Status.EOK, Status.EIO}
     await node.crash()
 
 

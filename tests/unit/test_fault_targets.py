@@ -59,6 +59,17 @@ def test_partitions_take_the_given_grudge_or_draw_one() -> None:
     assert names <= set(DRAWN_GRUDGES) and len(names) > 1
 
 
+def test_corruptions_take_the_given_mode_or_leave_the_nemesis_default() -> None:
+    """`--corruption tail`: every seeded corrupt op says so; without it none names a mode."""
+    tail = _ops(
+        CombinedCycle(("corrupt", "kill"), BOOKIES, 1.0, Targets(BOOKIES, corruption="tail"))
+    )
+    assert {op["value"].get("mode") for op in tail if op["f"] == "corrupt"} == {"tail"}
+    assert all("mode" not in op["value"] for op in tail if op["f"] != "corrupt")
+    default = _ops(FaultCycle(("corrupt",), BOOKIES, 1.0))
+    assert default and all("mode" not in op["value"] for op in default)
+
+
 def test_role_targets_and_grudges_are_checked_before_anything_starts() -> None:
     assert TestSpec(runtime="docker", targets="zk", nemesis=("kill",)).targets == "zk"
     with pytest.raises(UserError, match="docker or ssh"):

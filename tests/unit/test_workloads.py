@@ -77,6 +77,11 @@ def test_padded_payloads_stay_unique() -> None:
         {"writer_crashes": 0.6},
         {"pipeline": 0},
         {"pipeline": 3, "concurrency": 4, "clients": 2},
+        {"pipeline": 2, "workload": "tail"},
+        {"pipeline": 2, "workload": "recovery-race"},
+        {"corruption": "tail"},  # no corrupt nemesis to shape
+        {"corruption": "shred", "nemesis": ("corrupt",)},
+        {"corruption": "tail", "nemesis": ("corrupt",), "runtime": "sim"},
     ],
 )
 def test_bad_options_are_refused(bad: dict) -> None:
@@ -118,8 +123,8 @@ def test_pipelined_workers_of_one_agent_append_to_their_leaders_ledger() -> None
     4, 6; agent 1 runs 1, 3, 5, 7), 2 and 3 append to their ledgers, 4 and 5 lead again.
     A co-writer waits while its leader has no ledger and follows it to the next one."""
     w = runner.WORKLOADS["ledger"](TestSpec(concurrency=8, clients=2, pipeline=2, takeovers=0))
-    assert [w._leader(p) for p in range(8)] == [None, None, 0, 1, None, None, 4, 5]
-    assert w._leader(8 + 2) == 0  # a retired process id keeps its worker's place
+    assert [w.leader(p) for p in range(8)] == [None, None, 0, 1, None, None, 4, 5]
+    assert w.leader(8 + 2) == 0  # a retired process id keeps its worker's place
     assert w.next_op(ctx(2)) is PENDING
     complete(w, 0, w.next_op(ctx(0)), ledger=10)
     appends = [w.next_op(ctx(p, seed)) for p, seed in ((2, 0), (10, 1), (2, 2))]
@@ -129,6 +134,28 @@ def test_pipelined_workers_of_one_agent_append_to_their_leaders_ledger() -> None
     assert w.next_op(ctx(2)) is PENDING
     complete(w, 4, w.next_op(ctx(4)), ledger=12)
     assert w.next_op(ctx(6))["value"]["ledger"] == 12
+
+
+def test_pipelined_co_writers_append_to_their_leaders_stream_in_its_term() -> None:
+    """`unbounded --pipeline 2`, 8 workers on 2 agents: four leaders, so two streams; a
+    co-writer appends through its leader's handle (same ledger, stream and term), waits
+    while the leader acquires, and stops when the leader is fenced."""
+    w = runner.WORKLOADS["unbounded"](
+        TestSpec(workload="unbounded", concurrency=8, clients=2, pipeline=2)
+    )
+    assert [s.name for s in w.streams] == ["s0", "s1"]
+    assert w.next_op(ctx(2)) is PENDING  # its leader, worker 0, has no stream yet
+    create = w.next_op(ctx(0))
+    assert create["f"] == "create"
+    assert w.next_op(ctx(2)) is PENDING  # still acquiring
+    complete(w, 0, create, ledger=10, term=1)
+    append = w.next_op(ctx(2))
+    assert append["f"] == "append"
+    assert {k: v for k, v in append["value"].items() if k != "payload"} == {
+        "ledger": 10, "stream": create["value"]["stream"], "seq": 0, "term": 1,
+    }  # fmt: skip
+    complete(w, 0, w.next_op(ctx(0)), kind="fail")  # the leader is fenced
+    assert w.next_op(ctx(2)) is PENDING
 
 
 def test_log_takeover_fences_then_starts_the_next_ledger_and_the_old_writer_drops_out() -> None:
@@ -233,7 +260,10 @@ class Model:
 
 @pytest.mark.parametrize(
     ("name", "options"),
-    [*((name, {}) for name in testspec.WORKLOADS), ("ledger", {"clients": 2, "pipeline": 2})],
+    [
+        *((name, {}) for name in testspec.WORKLOADS),
+        *((name, {"clients": 2, "pipeline": 2}) for name in testspec.PIPELINED_WORKLOADS),
+    ],
 )
 def test_every_workload_on_a_correct_service_gives_a_valid_history(
     name: str, options: dict[str, int]
