@@ -76,7 +76,11 @@ EXPOSERS: dict[str, dict[str, Any]] = {
     },
     "no-journal-fsync": {"workload": "ledger", "nemesis": ("power-loss",)},
     "no-cookie": {"workload": "ledger", "nemesis": ("wipe",)},
-    "corrupt-returns-noentry": {"workload": "ledger", "nemesis": ("corrupt",)},
+    "corrupt-returns-noentry": {
+        "workload": "ledger",
+        "nemesis": ("corrupt",),
+        "corruption": "tail",
+    },
     "unbounded-no-truncate": {"workload": "unbounded", "nemesis": ("kill", "pause")},
 }
 """The test that should expose each seeded bug (docs/bugs.md, "Exposed by")."""

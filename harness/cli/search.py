@@ -19,7 +19,7 @@ from harness.cli.test import pipeline_option
 from harness.errors import UserError
 from harness.testspec import WORKLOADS
 
-WORKLOAD_SETTINGS = ("bookies", "concurrency", "id_bits", "pipeline")
+WORKLOAD_SETTINGS = ("bookies", "concurrency", "id_bits", "pipeline", "write_quorum", "ack_quorum")
 """What a search may set besides the workload and the bugs; `minimal.json` records them."""
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
@@ -49,9 +49,11 @@ def parse_budget(text: str) -> float:
     type=click.IntRange(3, 9),
     default=3,
     show_default=True,
-    help="Bookies in the simulated cluster (ledgers are E3/WQ2/AQ2): a fourth is a spare "
-    "for ensemble changes.",
+    help="Bookies in the simulated cluster (ledgers have an ensemble of 3): a fourth is a "
+    "spare for ensemble changes.",
 )
+@click.option("--wq", "write_quorum", type=int, default=2, show_default=True)
+@click.option("--aq", "ack_quorum", type=int, default=2, show_default=True)
 @click.option(
     "--concurrency", type=click.IntRange(1, 64), default=4, show_default=True, help="Workers."
 )
@@ -72,6 +74,8 @@ def search(
     bookies: int,
     concurrency: int,
     pipeline: int,
+    write_quorum: int,
+    ack_quorum: int,
     bug_names: tuple[str, ...],
     budget: str,
     max_faults: int,
@@ -102,6 +106,8 @@ def search(
         bookies=bookies,
         concurrency=concurrency,
         pipeline=pipeline,
+        write_quorum=write_quorum,
+        ack_quorum=ack_quorum,
     )
     base.as_test()  # bad settings: the same UserError (exit 254) as bkchaos test's
 

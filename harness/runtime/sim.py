@@ -47,7 +47,8 @@ SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workloa
 @dataclass(frozen=True)
 class SimSpec:
     """One simulated test: the fields mean what they mean in `TestSpec` (`workload`,
-    `id_bits` and `pipeline` shape the workload `run_sim` builds when it is given none),
+    `id_bits`, `pipeline` and the quorums shape the workload `run_sim` builds when it is
+    given none),
     plus the network's `latency` range and `loss` probability (see harness/sim/net.py)."""
 
     seed: int = 0
@@ -63,6 +64,8 @@ class SimSpec:
     workload: str = "ledger"
     id_bits: int = 64
     pipeline: int = 1
+    write_quorum: int = 2
+    ack_quorum: int = 2
     latency: tuple[float, float] = (0.0002, 0.002)
     loss: float = 0.0
     name: str = "sim"
@@ -79,6 +82,8 @@ class SimSpec:
             workload=self.workload,
             id_bits=self.id_bits,
             pipeline=self.pipeline,
+            write_quorum=self.write_quorum,
+            ack_quorum=self.ack_quorum,
             bookies=self.bookies,
             clients=self.clients,
             concurrency=self.concurrency,

@@ -1,4 +1,5 @@
-"""The fault suite's disk faults: power loss and wiped disks, with the bkchaos pytest plugin.
+"""The fault suite's disk faults: power loss, wiped disks and lost writes, with the bkchaos
+pytest plugin.
 
 A clean build must stay valid when a bookie loses what it had not fsynced or comes back
 with an empty disk (its cookie then keeps it out); the seeded bugs these faults expose must
@@ -49,6 +50,26 @@ def test_acks_before_the_journal_fsync_are_caught() -> None:
 def test_a_wiped_bookie_rejoining_without_a_cookie_check_is_caught() -> None:
     """Without the cookie check an empty bookie rejoins and answers explicit negatives, and
     recovery closes ledgers before entries it no longer holds."""
+
+
+@pytest.mark.chaos(nemesis=["corrupt"], corruption="tail", nemesis_interval=2, time_limit=8)
+def test_acknowledged_entries_survive_a_crash_that_loses_the_last_write() -> None:
+    """A bookie whose entry log lost its last write answers EIO for what it lost, and the
+    other replicas serve it: nothing acknowledged goes missing."""
+
+
+@pytest.mark.chaos(
+    nemesis=["corrupt"],
+    corruption="tail",
+    bugs=["corrupt-returns-noentry"],
+    expect="invalid",
+    anomalies=["lost-append", "truncated-ledger"],
+    test_count=2,
+    **detection_run(),
+)
+def test_a_bookie_that_says_no_entry_for_a_lost_write_is_caught() -> None:
+    """A bookie that answers "no such entry" for an entry its entry log lost gives recovery
+    an explicit negative, and recovery closes ledgers before acknowledged entries."""
 
 
 @pytest.mark.chaos(

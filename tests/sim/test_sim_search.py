@@ -87,6 +87,7 @@ def test_a_search_with_a_spare_bookie_draws_faults_on_it() -> None:
     ("args", "says"),
     [
         (["--pipeline", "3"], "--pipeline 3"),
+        (["--wq", "4"], "WQ=4"),
         (["--bookies", "2"], "--bookies"),
         (["--budget", "0"], "--budget"),
         (["--bug", "no-such-bug"], "no-such-bug"),
