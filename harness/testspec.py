@@ -28,6 +28,8 @@ NETWORK_NEMESES = ("partition", "packet")
 """iptables / tc inside the nodes: they need containers (docs/nemeses.md)."""
 SIM_NEMESES = ("power-loss", "kill", "pause", "partition", "clock", "corrupt", "wipe", "packet")
 """What the simulation performs (harness/sim/nemesis.py); clock strobes not yet."""
+SIM_CORRUPT_MODES = ("flip", "tail")
+"""The `--corruption` modes the simulation performs (not `truncate` anywhere)."""
 RUNTIME_NEMESES = {
     "local": (*NEMESES, *OPT_IN_NEMESES),
     "docker": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),
@@ -134,8 +136,10 @@ class TestSpec:
                     f"--corruption {self.corruption!r} shapes corrupt faults: choose one of "
                     f"{CORRUPT_MODES} and add corrupt to --nemesis"
                 )
-            if self.runtime == "sim" and self.corruption != "flip":
-                raise UserError("the simulation's corrupt faults flip bits only: drop --corruption")
+            if self.runtime == "sim" and self.corruption not in SIM_CORRUPT_MODES:
+                raise UserError(
+                    f"--corruption {self.corruption}: the simulation performs {SIM_CORRUPT_MODES}"
+                )
 
     def validate(self) -> None:
         """Refuse a test that cannot run, naming the parameter and what to do."""

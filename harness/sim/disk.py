@@ -24,14 +24,16 @@ from nemesis.nodeops import ASIDE
 
 
 class SimDisk:
-    """The contents of one data dir: path -> bytes, plus each file's fsynced length."""
+    """The contents of one data dir: path -> bytes, plus each file's fsynced length and
+    where its last fsynced write began (the real manifest's `last_flush`)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.files: dict[str, bytearray] = {}
         self.synced: dict[str, int] = {}
+        self.last_flush: dict[str, int] = {}
         self.incarnation = 0  # bumped when the process using the disk dies
-        self._aside: tuple[dict[str, bytearray], dict[str, int]] | None = None
+        self._aside: tuple[dict[str, bytearray], dict[str, int], dict[str, int]] | None = None
 
     def crash(self) -> None:
         """The process died: its open layer may no longer touch the disk."""
@@ -59,6 +61,20 @@ class SimDisk:
         self.files[rel][offset] ^= 1 << bit
         return {"file": rel, "offset": offset, "bit": bit}
 
+    def cut_tail(self, rng: random.Random, prefix: str) -> dict[str, Any] | None:
+        """`corrupt` mode `tail`: cut the newest non-empty file whose path starts with
+        `prefix` at a seeded point of the last write fsynced into it, as the real nemesis
+        does (nemesis.nodeops.corrupt); returns the cut, or None if there is no such file."""
+        names = sorted(rel for rel, data in self.files.items() if data and rel.startswith(prefix))
+        if not names:
+            return None
+        rel = names[-1]  # log ids are zero-padded and only grow: the newest sorts last
+        data = self.files[rel]
+        size = len(data)
+        to = rng.randrange(min(self.last_flush.get(rel, 0), size - 1), size)
+        del data[to:]
+        return {"file": rel, "truncated_from": size, "to": to}
+
     @property
     def pulled(self) -> bool:
         return self._aside is not None
@@ -70,8 +86,8 @@ class SimDisk:
         if self._aside is not None:
             raise RuntimeError(f"{self.root} is already aside")
         moved = {"files": len(self.files), "bytes": sum(map(len, self.files.values()))}
-        self._aside = (self.files, self.synced)
-        self.files, self.synced = {}, {}
+        self._aside = (self.files, self.synced, self.last_flush)
+        self.files, self.synced, self.last_flush = {}, {}, {}
         if self.root.exists():
             self.root.rename(self._real_aside)
         return moved
@@ -80,7 +96,7 @@ class SimDisk:
         """`restore`: the original disk back, whatever the blank one got dropped."""
         if self._aside is None:
             raise RuntimeError(f"nothing aside for {self.root}")
-        self.files, self.synced = self._aside
+        self.files, self.synced, self.last_flush = self._aside
         self._aside = None
         shutil.rmtree(self.root, ignore_errors=True)
         if self._real_aside.exists():
@@ -138,6 +154,7 @@ class SimFileLayer:
             raise FileNotFoundError(2, f"no such file: {rel}") from None
 
     def note_synced(self, rel: str) -> None:
+        self.disk.last_flush[rel] = self.disk.synced.get(rel, 0)
         self.disk.synced[rel] = len(self.data(rel))
 
     def _alive(self) -> None:

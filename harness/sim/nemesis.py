@@ -14,7 +14,8 @@ nemesis/schedule.py), so a schedule found in the simulation passes `bkchaos test
 | `pause` / `resume` | SIGSTOP the bookie (its callbacks and timers wait; see loop.py) / SIGCONT |
 | `power-loss` / `power-on` | kill, then drop every byte written since the last fsync / start |
 | `corrupt` / `corrupt-restart` | flip `value.count` bits (default 3) in the `value.targets` |
-| | files (`entrylog`, the default, or `journal`) / restart the bookie so it reads them |
+| | files (`entrylog`, the default, or `journal`), or with `value.mode` `tail` kill the |
+| | bookie and cut its newest such files in their last fsynced write / restart the bookie |
 | `start-partition` / `stop-partition` | cut the network by `value.grudge` (a nemesis.grudge |
 | | name, default `isolate`: `value.nodes` from every other node) / heal |
 | `clock-bump` / `clock-reset` | shift the nodes' wall clocks by `value.delta_s` s / undo |
@@ -35,8 +36,10 @@ from typing import Any
 
 from bookie_image.bookie.cookies import CookieRefused
 from harness.sim.cluster import SimBookie, SimCluster
+from harness.sim.disk import SimDisk
 from harness.sim.net import Shaping
 from harness.sim.zk import ZK_NODE
+from harness.testspec import SIM_CORRUPT_MODES
 from nemesis.base import FaultNotProven
 from nemesis.grudge import grudge
 from nemesis.net import NETEM_DEFAULTS, NETEM_KEYS
@@ -179,20 +182,31 @@ class SimNemesis:
             targets = value.get("targets") or ["entrylog"]
             if not set(targets) <= set(CORRUPTIBLE):
                 raise ValueError(f"value.targets must be among {sorted(CORRUPTIBLE)}: {targets}")
-            if value.get("mode", "flip") != "flip":
-                raise ValueError(f"the simulation's corrupt flips bits only, not {value['mode']!r}")
+            mode = value.get("mode", "flip")
+            if mode not in SIM_CORRUPT_MODES:
+                raise ValueError(f"value.mode must be one of {SIM_CORRUPT_MODES}, not {mode!r}")
             for bookie in self._bookies(value):
-                flips = []
-                for _ in range(int(value.get("count", 3))):
-                    dir_name, prefix = CORRUPTIBLE[self.rng.choice(sorted(targets))]
-                    disk = next(d for root, d in bookie.disks.items() if root.name == dir_name)
-                    flips.append(disk.corrupt(self.rng, prefix))
-                if not any(flips):
+                if mode == "tail":  # a crash that loses the last fsynced write
+                    bookie.crash()
+                    disks = [self._disk(bookie, target) for target in sorted(targets)]
+                    changes = [disk.cut_tail(self.rng, prefix) for disk, prefix in disks]
+                else:
+                    changes = []
+                    for _ in range(int(value.get("count", 3))):
+                        disk, prefix = self._disk(bookie, self.rng.choice(sorted(targets)))
+                        changes.append(disk.corrupt(self.rng, prefix))
+                if not any(changes):
                     raise FaultNotProven(f"{bookie.name} has no {targets} file to corrupt yet")
-                proof[bookie.name] = [flip for flip in flips if flip]
+                proof[bookie.name] = [change for change in changes if change]
         else:
             raise ValueError(f"the simulation has no fault {f!r} (known: {sorted(SIM_FAULTS)})")
         return {**value, "proof": proof}
+
+    @staticmethod
+    def _disk(bookie: SimBookie, target: str) -> tuple[SimDisk, str]:
+        """The disk a `corrupt` target lives on, and the path prefix of its files."""
+        dir_name, prefix = CORRUPTIBLE[target]
+        return next(d for root, d in bookie.disks.items() if root.name == dir_name), prefix
 
     def _bookies_pulled(self) -> list[SimBookie]:
         return [b for b in self.cluster.bookies.values() if b.pulled]

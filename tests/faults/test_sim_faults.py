@@ -55,6 +55,22 @@ def test_acks_before_the_ack_quorum_lose_entries_in_the_simulation() -> None:
     """Acknowledging on one copy: a power loss or kill of that bookie loses the entry."""
 
 
+LOST_LAST_WRITES = {**SIM_RUN, "nemesis": ["corrupt"], "corruption": "tail"}
+"""Crashes that lose the bookie's last fsynced write (`--corruption tail`), once a second."""
+
+
+@pytest.mark.chaos(**LOST_LAST_WRITES, seed=1)
+def test_entries_survive_simulated_crashes_that_lose_the_last_write() -> None:
+    """The lost entries answer EIO on their bookie and the other replicas serve them."""
+
+
+@pytest.mark.chaos(
+    **LOST_LAST_WRITES, seed=1, bugs=["corrupt-returns-noentry"], expect="invalid", anomalies=LOSS
+)
+def test_no_entry_for_a_lost_write_truncates_ledgers_in_the_simulation() -> None:
+    """Answered "no such entry", a lost write is an explicit negative for recovery."""
+
+
 @pytest.mark.chaos(**SIM_RUN, seed=3, bugs=["no-journal-fsync"], expect="invalid", anomalies=LOSS)
 def test_a_journal_without_fsync_loses_entries_to_simulated_power_loss() -> None:
     """Acknowledged before the journal's fsync: power loss drops what was acknowledged."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -110,6 +111,30 @@ def test_power_loss_drops_exactly_the_unsynced_bytes(tmp_path: Path) -> None:
     fresh = SimFileLayer(disk)
     assert fresh.read_all("current/journal-1") == b"synced"
     assert fresh.list("current") == ["cookie.json", "journal-1"]
+
+
+def test_a_lost_last_write_cuts_the_newest_log_inside_its_last_fsynced_write(
+    tmp_path: Path,
+) -> None:
+    disk = SimDisk(tmp_path)
+    layer = SimFileLayer(disk)
+    for name, writes in (
+        ("current/entrylog-00000001.log", 1),
+        ("current/entrylog-00000002.log", 2),
+    ):
+        f = layer.open_append(name)
+        for data in (b"first-write", b"second-write")[:writes]:
+            f.write(data)
+            f.sync()
+    for seed in range(20):
+        before = {rel: bytes(data) for rel, data in disk.files.items()}
+        cut = disk.cut_tail(random.Random(seed), "current/entrylog-")
+        assert cut is not None and cut["file"] == "current/entrylog-00000002.log"
+        assert len(b"first-write") <= cut["to"] < cut["truncated_from"]
+        assert disk.files[cut["file"]] == before[cut["file"]][: cut["to"]]
+        assert disk.files["current/entrylog-00000001.log"] == b"first-write"
+        disk.files[cut["file"]][:] = before[cut["file"]]
+    assert disk.cut_tail(random.Random(0), "current/journal-") is None
 
 
 @pytest.fixture(scope="module")

@@ -81,7 +81,7 @@ def test_padded_payloads_stay_unique() -> None:
         {"pipeline": 2, "workload": "recovery-race"},
         {"corruption": "tail"},  # no corrupt nemesis to shape
         {"corruption": "shred", "nemesis": ("corrupt",)},
-        {"corruption": "tail", "nemesis": ("corrupt",), "runtime": "sim"},
+        {"corruption": "truncate", "nemesis": ("corrupt",), "runtime": "sim"},
     ],
 )
 def test_bad_options_are_refused(bad: dict) -> None:
