@@ -221,13 +221,12 @@ class SimNemesis:
     @staticmethod
     async def _start_on_blank_disk(bookie: SimBookie) -> dict[str, Any]:
         """Start a bookie whose disks were pulled: its cookie check must refuse. One that
-        accepts the blank disk (seeded bug `no-cookie`) is recorded so and stopped again,
-        as the real nemesis does, for the checkers to judge what it served meanwhile."""
+        accepts the blank disk (seeded bug `no-cookie`) is recorded so and left serving
+        until `restore`, as the real nemesis leaves it, for the checkers to judge."""
         try:
             await bookie.start()
         except CookieRefused as exc:
             return {"cookie_check": "refused", "reason": exc.reason, "running": False}
-        bookie.crash()
         return {"cookie_check": "accepted a blank disk", "running": True}
 
     async def heal(self) -> list[dict[str, Any]]:

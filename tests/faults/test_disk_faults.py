@@ -44,7 +44,7 @@ def test_acks_before_the_journal_fsync_are_caught() -> None:
     bugs=["no-cookie"],
     expect="invalid",
     anomalies=["lost-append", "truncated-ledger"],
-    test_count=4,  # caught in 2 runs of 3 (docs/performance.md): 1 in 81 misses
+    test_count=2,
     **detection_run(),
 )
 def test_a_wiped_bookie_rejoining_without_a_cookie_check_is_caught() -> None:

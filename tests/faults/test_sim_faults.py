@@ -120,13 +120,11 @@ SEARCH_DEFAULTS: dict[str, Any] = {"runtime": "sim", "rate": 100, "op_timeout": 
 
 SHRUNK: dict[str, tuple[dict[str, Any], str, tuple[dict[str, Any], ...]]] = {
     "no-cookie": (
-        {"bookies": 3, "time_limit": 0.6, "seed": 0},
+        {"bookies": 3, "time_limit": 0.5, "seed": 17},
         "lost-append",
         (
-            {"at": 0.0, "f": "power-loss", "value": {"nodes": ["b1"]}},
             {"at": 0.0, "f": "wipe", "value": {"nodes": ["b1"]}},
-            {"at": 0.1, "f": "power-on", "value": {"nodes": ["b1"]}},
-            {"at": 0.5, "f": "restore", "value": {"nodes": ["b1"]}},
+            {"at": 0.4, "f": "restore", "value": {"nodes": ["b1"]}},
         ),
     ),
     "corrupt-returns-noentry": (
@@ -173,16 +171,12 @@ def test_the_schedule_a_search_shrank_catches_its_bug_and_no_other_build(
     chaos: Chaos, bug: str
 ) -> None:
     """The shrunk schedule with the bug on gives the anomaly the search kept; the correct
-    build under the same schedule gives none (it may be `unknown` only for a fault it
-    refused: a bookie powered on while its disks are out does not start)."""
+    build under the same schedule stays valid."""
     settings, anomaly, schedule = SHRUNK[bug]
     run = chaos(**SEARCH_DEFAULTS, **settings, schedule=schedule, bugs=[bug])
     assert run.results["valid"] is False and anomaly in run.results["anomaly_types"], run.summary()
     clean = chaos(**SEARCH_DEFAULTS, **settings, schedule=schedule)
-    assert clean.results["anomaly_types"] == [], clean.summary()
-    if clean.results["valid"] is not True:
-        (error,) = clean.results["checkers"]["nemesis"]["errors"]
-        assert "did not come back" in error and "has no cookie but ZooKeeper has one" in error
+    assert clean.results["valid"] is True, clean.summary()
 
 
 @settings(
