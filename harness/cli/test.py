@@ -86,7 +86,7 @@ pipeline_option = click.option(
     default="",
     metavar="|".join(CORRUPT_MODES),
     help="What corrupt faults do: flip bits anywhere (default), truncate a file anywhere, or "
-    "crash the bookie and cut the tail of its newest entry logs.",
+    "crash the bookie and lose the last write it fsynced to its newest entry logs.",
 )
 @click.option("--op-timeout", type=float, default=10.0, show_default=True)
 @click.option("--bookies", type=int, default=4, show_default=True)
