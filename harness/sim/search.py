@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from harness.runtime.sim import SimSpec, run_sim
-from harness.testspec import SIM_NEMESES
+from harness.testspec import SIM_CORRUPT_MODES, SIM_NEMESES
 from nemesis.schedule import START_STOP
 
 TICKS_PER_S = 10
@@ -43,7 +43,8 @@ def sim_schedules(
     max_faults: int = 3,
 ) -> st.SearchStrategy[tuple[dict[str, Any], ...]]:
     """Schedules of up to `max_faults` faults within `time_limit` seconds; each fault hits
-    one or two nodes at once (two bookies losing power together is what loses data)."""
+    one or two nodes at once (two bookies losing power together is what loses data), and a
+    corruption flips bits or loses the last write (`SIM_CORRUPT_MODES`; flips shrink first)."""
     ticks = round(time_limit * TICKS_PER_S)
 
     @st.composite
@@ -55,7 +56,11 @@ def sim_schedules(
             start = draw(st.integers(0, ticks - 1))
             begin, finish = START_STOP[kind]
             end = draw(st.integers(start + 1, ticks))
-            events.append((start, 1, begin, {"nodes": sorted(targets)}))
+            value: dict[str, Any] = {"nodes": sorted(targets)}
+            mode = draw(st.sampled_from(SIM_CORRUPT_MODES)) if kind == "corrupt" else "flip"
+            if mode != "flip":  # the default stays implicit, as in schedules found before
+                value["mode"] = mode
+            events.append((start, 1, begin, value))
             events.append((end, 0, finish, {"nodes": sorted(targets)}))
         return tuple(
             {"at": tick / TICKS_PER_S, "f": f, "value": value}
