@@ -67,8 +67,8 @@ class TestSpec:
     empty: drawn per partition (nemesis.schedule.DRAWN_GRUDGES)."""
     corruption: str = ""
     """What a `corrupt` fault does (nemesis.disk.CORRUPT_MODES): bit flips anywhere, a
-    truncation anywhere, or a crash that loses the tail of the newest entry logs; empty:
-    the nemesis's default (flips)."""
+    truncation anywhere, or a crash that loses the last write fsynced to the newest entry
+    logs; empty: the nemesis's default (flips)."""
     time_limit: float = 30.0
     concurrency: int = 4
     clients: int = 2

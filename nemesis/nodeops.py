@@ -129,6 +129,39 @@ def _cut(path: Path, to: int) -> dict[str, Any]:
     return {"file": str(path), "truncated_from": size, "to": to}
 
 
+def _last_writes_cut(dirs: list[str], files: list[Path], rng: random.Random) -> list[dict]:
+    """Mode "tail": the newest of `files` in each dir cut inside its last fsynced write."""
+    cuts = []
+    for d in map(Path, dirs):
+        mine = [p for p in files if p.is_relative_to(d)]
+        if mine:
+            path = max(mine, key=lambda p: (p.stat().st_mtime_ns, p.name))
+            size = path.stat().st_size
+            start = _manifest(d).get("last_flush", {}).get(str(path.relative_to(d)), 0)
+            cuts.append(_cut(path, rng.randrange(min(start, size - 1), size)))
+    return cuts
+
+
+def _flips(files: list[Path], sizes: list[int], count: int, rng: random.Random) -> list[dict]:
+    """Mode "flip": `count` single-bit flips at offsets picked uniformly over all bytes."""
+    flips = []
+    for _ in range(count):
+        path = rng.choices(files, sizes)[0]
+        with path.open("r+b") as f:
+            offset = rng.randrange(path.stat().st_size)
+            f.seek(offset)
+            before = f.read(1)
+            if not before:  # the bookie truncated it meanwhile: skip this flip
+                continue
+            after = bytes([before[0] ^ (1 << rng.randrange(8))])
+            f.seek(offset)
+            f.write(after)
+        flips.append(
+            {"file": str(path), "offset": offset, "before": before.hex(), "after": after.hex()}
+        )
+    return flips
+
+
 def corrupt(
     dirs: list[str], targets: list[str], mode: str, count: int, seed: int
 ) -> dict[str, Any]:
@@ -144,38 +177,15 @@ def corrupt(
         raise RuntimeError(f"no non-empty {'/'.join(targets)} files in {dirs} to corrupt")
     rng = random.Random(seed)
     sizes = [p.stat().st_size for p in files]
-    changes: list[dict[str, Any]] = []
+    if mode == "flip":
+        flips = _flips(files, sizes, count, rng)
+        return {"changes": flips, "bytes_changed": len(flips)}
     if mode == "tail":
-        for d in map(Path, dirs):
-            mine = [p for p in files if p.is_relative_to(d)]
-            if mine:
-                path = max(mine, key=lambda p: (p.stat().st_mtime_ns, p.name))
-                size = path.stat().st_size
-                start = _manifest(d).get("last_flush", {}).get(str(path.relative_to(d)), 0)
-                changes.append(_cut(path, rng.randrange(min(start, size - 1), size)))
-    elif mode == "truncate":
+        cuts = _last_writes_cut(dirs, files, rng)
+    else:
         path = rng.choices(files, sizes)[0]
-        changes.append(_cut(path, rng.randrange(path.stat().st_size)))
-    if changes:
-        return {
-            "changes": changes,
-            "bytes_changed": sum(c["truncated_from"] - c["to"] for c in changes),
-        }
-    for _ in range(count):
-        path = rng.choices(files, sizes)[0]
-        with path.open("r+b") as f:
-            offset = rng.randrange(path.stat().st_size)
-            f.seek(offset)
-            before = f.read(1)
-            if not before:  # the bookie truncated it meanwhile: skip this flip
-                continue
-            after = bytes([before[0] ^ (1 << rng.randrange(8))])
-            f.seek(offset)
-            f.write(after)
-        changes.append(
-            {"file": str(path), "offset": offset, "before": before.hex(), "after": after.hex()}
-        )
-    return {"changes": changes, "bytes_changed": len(changes)}
+        cuts = [_cut(path, rng.randrange(path.stat().st_size))]
+    return {"changes": cuts, "bytes_changed": sum(c["truncated_from"] - c["to"] for c in cuts)}
 
 
 def _connect(address: tuple[str, int], timeout: float) -> tuple[str, float | None]:
