@@ -27,14 +27,16 @@ OPT_IN_NEMESES = ("wipe-reset",)
 NETWORK_NEMESES = ("partition", "packet")
 """iptables / tc inside the nodes: they need containers (docs/nemeses.md)."""
 SIM_NEMESES = ("power-loss", "kill", "pause", "partition", "clock", "corrupt", "wipe", "packet")
-"""What the simulation performs (harness/sim/nemesis.py); clock strobes not yet."""
+"""What the simulation's seeded schedules and its search draw from (harness/sim/nemesis.py).
+It performs `clock-strobe` too, when a test asks for it; kept out of this pool, whose
+seeds the fault suite pins (tests/faults/test_sim_faults.py), so those replay as measured."""
 SIM_CORRUPT_MODES = ("flip", "tail")
 """The `--corruption` modes the simulation performs (not `truncate` anywhere)."""
 RUNTIME_NEMESES = {
     "local": (*NEMESES, *OPT_IN_NEMESES),
     "docker": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),
     "ssh": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),
-    "sim": SIM_NEMESES,
+    "sim": (*SIM_NEMESES, "clock-strobe"),
 }
 """What each runtime can inject; anything else is refused before the run starts."""
 RUNTIMES = tuple(RUNTIME_NEMESES)

@@ -19,6 +19,8 @@ nemesis/schedule.py), so a schedule found in the simulation passes `bkchaos test
 | `start-partition` / `stop-partition` | cut the network by `value.grudge` (a nemesis.grudge |
 | | name, default `isolate`: `value.nodes` from every other node) / heal |
 | `clock-bump` / `clock-reset` | shift the nodes' wall clocks by `value.delta_s` s / undo |
+| `clock-strobe` / `clock-strobe-stop` | flip the nodes' wall clocks between `value.delta_s` s |
+| | and no offset every `value.period_s` s (virtual time) / stop, offset gone |
 | `start-packet` / `stop-packet` | shape the `value.nodes`' egress as netem would: `delay_ms` |
 | | ± `jitter_ms` more per write, `loss_pct` of writes retransmitted (default 50 ± 10 ms) / undo |
 | `wipe` / `restore` | kill the bookie, pull its disks (a blank one in their place) and |
@@ -30,6 +32,7 @@ cookie check refuses, as on a real node): the op is recorded as not taking effec
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import asdict
 from typing import Any
@@ -41,6 +44,7 @@ from harness.sim.net import Shaping
 from harness.sim.zk import ZK_NODE
 from harness.testspec import SIM_CORRUPT_MODES
 from nemesis.base import FaultNotProven
+from nemesis.clock import STROBE_PERIOD_S
 from nemesis.grudge import grudge
 from nemesis.net import NETEM_DEFAULTS, NETEM_KEYS
 
@@ -69,6 +73,8 @@ SIM_FAULTS = STARTS | {
     "stop-partition",
     "clock-bump",
     "clock-reset",
+    "clock-strobe",
+    "clock-strobe-stop",
     "pause",
     "resume",
 }
@@ -80,6 +86,7 @@ class SimNemesis:
     def __init__(self, cluster: SimCluster, rng: random.Random) -> None:
         self.cluster = cluster
         self.rng = rng
+        self.strobes: dict[str, asyncio.Task[None]] = {}
 
     def _bookies(self, value: dict[str, Any]) -> list[SimBookie]:
         return [self.cluster.bookies[n] for n in self._nodes(value, list(self.cluster.bookies))]
@@ -175,7 +182,24 @@ class SimNemesis:
             for bookie in self._bookies(value):
                 self.cluster.skews[bookie.name] = self.cluster.skews.get(bookie.name, 0.0) + delta
             proof["skews"] = dict(self.cluster.skews)
+        elif f == "clock-strobe":
+            delta = float(value.setdefault("delta_s", 60.0))
+            period = float(value.setdefault("period_s", STROBE_PERIOD_S))
+            for bookie in self._bookies(value):
+                self._stop_strobe(bookie.name)
+                self.cluster.skews[bookie.name] = delta
+                self.strobes[bookie.name] = asyncio.ensure_future(
+                    self._strobe(bookie.name, delta, period)
+                )
+            proof["skews"] = dict(self.cluster.skews)
+        elif f == "clock-strobe-stop":
+            for node in value.get("nodes") or sorted(self.strobes):
+                self._stop_strobe(node)
+                self.cluster.skews.pop(node, None)
+            proof["skews"] = dict(self.cluster.skews)
         elif f == "clock-reset":
+            for node in list(self.strobes):
+                self._stop_strobe(node)
             self.cluster.skews.clear()
             proof["skews"] = {}
         elif f == "corrupt":
@@ -201,6 +225,19 @@ class SimNemesis:
         else:
             raise ValueError(f"the simulation has no fault {f!r} (known: {sorted(SIM_FAULTS)})")
         return {**value, "proof": proof}
+
+    async def _strobe(self, node: str, delta: float, period: float) -> None:
+        """Flip `node`'s clock between `delta` and no offset every `period` (virtual) s."""
+        skewed = True
+        while True:
+            await asyncio.sleep(period)
+            skewed = not skewed
+            self.cluster.skews[node] = delta if skewed else 0.0
+
+    def _stop_strobe(self, node: str) -> None:
+        task = self.strobes.pop(node, None)
+        if task is not None:
+            task.cancel()
 
     @staticmethod
     def _disk(bookie: SimBookie, target: str) -> tuple[SimDisk, str]:

@@ -55,6 +55,12 @@ def test_acks_before_the_ack_quorum_lose_entries_in_the_simulation() -> None:
     """Acknowledging on one copy: a power loss or kill of that bookie loses the entry."""
 
 
+@pytest.mark.chaos(**{**SIM_RUN, "nemesis": ["clock-strobe"]}, seed=1)
+def test_entries_survive_simulated_clock_strobes() -> None:
+    """Bookie clocks flipping a minute back and forth every half second change nothing a
+    client relies on: nothing in the protocol reads a wall clock."""
+
+
 LOST_LAST_WRITES = {**SIM_RUN, "nemesis": ["corrupt"], "corruption": "tail"}
 """Crashes that lose the bookie's last fsynced write (`--corruption tail`), once a second."""
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from harness.runtime.sim import SimSpec, run_sim
 from harness.sim.disk import SimDisk, SimFileLayer
 from harness.sim.loop import SimLoop, SimulationError
+from harness.sim.nemesis import SimNemesis
 
 pytestmark = pytest.mark.sim
 
@@ -45,6 +47,35 @@ def test_time_jumps_when_idle() -> None:
     finally:
         loop.close()
     assert time.perf_counter() - started < 1
+
+
+def test_a_clock_strobe_flips_the_offset_every_period_until_stopped() -> None:
+    """`clock-strobe` in virtual time: the node's offset alternates between `delta_s` and
+    none every `period_s`; `clock-strobe-stop` ends it and takes the offset away."""
+    loop = SimLoop()
+    cluster = SimpleNamespace(
+        loop=loop, skews={}, bookies={"b1": SimpleNamespace(name="b1")}, nodes=["b1"]
+    )
+    nemesis = SimNemesis(cluster, random.Random(0))  # type: ignore[arg-type]
+
+    async def strobe() -> tuple[list[float], dict[str, Any]]:
+        value = {"nodes": ["b1"], "delta_s": 30.0, "period_s": 0.2}
+        await nemesis.invoke({"f": "clock-strobe", "value": value})
+        await asyncio.sleep(0.1)  # look between flips, never at one
+        seen = []
+        for _ in range(5):
+            seen.append(cluster.skews["b1"])
+            await asyncio.sleep(0.2)
+        stopped = await nemesis.invoke({"f": "clock-strobe-stop", "value": {"nodes": ["b1"]}})
+        await asyncio.sleep(1)
+        return seen, stopped
+
+    try:
+        (seen, stopped) = loop.run_until_complete(strobe())
+    finally:
+        loop.close()
+    assert seen == [30.0, 0.0, 30.0, 0.0, 30.0]
+    assert stopped["proof"]["skews"] == {} and cluster.skews == {} and not nemesis.strobes
 
 
 def test_threads_and_deadlocks_are_refused() -> None:
