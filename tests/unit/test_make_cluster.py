@@ -49,9 +49,9 @@ def test_the_ssh_runtime_needs_an_inventory_and_only_it_takes_one() -> None:
 
 def test_the_sim_runtime_takes_only_what_the_simulation_can_do(tmp_path: Path) -> None:
     TestSpec(runtime="sim", nemesis=("pause", "partition"), targets="minority", grudge="bridge")
-    TestSpec(runtime="sim", nemesis=("wipe", "packet"))
+    TestSpec(runtime="sim", nemesis=("wipe", "packet", "clock-strobe"))
     with pytest.raises(UserError, match="not supported on the sim runtime"):
-        TestSpec(runtime="sim", nemesis=("clock-strobe",))
+        TestSpec(runtime="sim", nemesis=("wipe-reset",))
     with pytest.raises(UserError, match="needs a real runtime"):
         TestSpec(runtime="sim", nemesis=("kill",), targets="writer")
     with pytest.raises(UserError, match="local and sim runtimes run one"):
