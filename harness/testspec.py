@@ -138,6 +138,11 @@ class TestSpec:
                     f"--corruption {self.corruption!r} shapes corrupt faults: choose one of "
                     f"{CORRUPT_MODES} and add corrupt to --nemesis"
                 )
+            if self.schedule:
+                raise UserError(
+                    "--corruption shapes seeded corruptions; a --schedule's corrupt steps say "
+                    "their own (value.mode): drop one of the two"
+                )
             if self.runtime == "sim" and self.corruption not in SIM_CORRUPT_MODES:
                 raise UserError(
                     f"--corruption {self.corruption}: the simulation performs {SIM_CORRUPT_MODES}"

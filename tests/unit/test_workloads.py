@@ -82,6 +82,10 @@ def test_padded_payloads_stay_unique() -> None:
         {"corruption": "tail"},  # no corrupt nemesis to shape
         {"corruption": "shred", "nemesis": ("corrupt",)},
         {"corruption": "truncate", "nemesis": ("corrupt",), "runtime": "sim"},
+        {
+            "corruption": "tail",
+            "schedule": ({"at": 0, "f": "corrupt", "value": {"nodes": ["b1"]}},),
+        },
     ],
 )
 def test_bad_options_are_refused(bad: dict) -> None:
