@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 import shlex
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from harness.runtime.base import faketime_env
@@ -29,6 +31,18 @@ from nemesis.process import ProcessRuntime
 MAX_SKEW_S = 60.0
 STROBE_PERIOD_S = 0.5
 PROBE_SLACK_S = 0.5
+
+
+async def strobe(
+    set_offset: Callable[[float], Awaitable[None]], delta: float, period: float
+) -> None:
+    """Flip a clock that is `delta` off now between no offset and `delta` every `period`,
+    until cancelled (the real nemesis and the simulation's alike)."""
+    skewed = True
+    while True:
+        await asyncio.sleep(period)
+        skewed = not skewed
+        await set_offset(delta if skewed else 0.0)
 
 
 class ClockRuntime(ProcessRuntime, Protocol):
@@ -70,7 +84,8 @@ class ClockNemesis:
             proof[node] = await self._prove(node, delta)
             if f == "clock-strobe":
                 period = float(value.setdefault("period_s", STROBE_PERIOD_S))
-                self.strobes[node] = asyncio.create_task(self._strobe(node, delta, period))
+                set_offset = functools.partial(self._set, node)
+                self.strobes[node] = asyncio.create_task(strobe(set_offset, delta, period))
         return {**value, "proof": proof}
 
     def _file(self, node: str) -> str:
@@ -89,14 +104,6 @@ class ClockNemesis:
         code, out = await asyncio.to_thread(self.runtime.exec, node, ["sh", "-c", script])
         if code != 0:
             raise FaultNotProven(f"cannot write {path} on {node}: {out.strip()}")
-
-    async def _strobe(self, node: str, delta: float, period: float) -> None:
-        """Flip between `delta` and no offset every `period` until cancelled."""
-        skewed = True
-        while True:
-            await asyncio.sleep(period)
-            skewed = not skewed
-            await self._set(node, delta if skewed else 0.0)
 
     async def _stop_strobe(self, node: str) -> None:
         task = self.strobes.pop(node, None)

@@ -123,6 +123,13 @@ def _candidates(dirs: list[str], targets: list[str]) -> list[Path]:
     return found
 
 
+def last_write_cut(rng: random.Random, last_write_start: int, size: int) -> int:
+    """Where a lost last write leaves a file of `size` bytes whose last fsynced write began
+    at `last_write_start`: a seeded point inside that write, at least one byte cut (the
+    simulated disk cuts at the same point: harness.sim.disk.SimDisk.cut_tail)."""
+    return rng.randrange(min(last_write_start, size - 1), size)
+
+
 def _cut(path: Path, to: int) -> dict[str, Any]:
     size = path.stat().st_size
     os.truncate(path, to)
@@ -138,7 +145,7 @@ def _last_writes_cut(dirs: list[str], files: list[Path], rng: random.Random) -> 
             path = max(mine, key=lambda p: (p.stat().st_mtime_ns, p.name))
             size = path.stat().st_size
             start = _manifest(d).get("last_flush", {}).get(str(path.relative_to(d)), 0)
-            cuts.append(_cut(path, rng.randrange(min(start, size - 1), size)))
+            cuts.append(_cut(path, last_write_cut(rng, start, size)))
     return cuts
 
 

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from nemesis.nodeops import ASIDE
+from nemesis.nodeops import ASIDE, last_write_cut
 
 
 class SimDisk:
@@ -71,7 +71,7 @@ class SimDisk:
         rel = names[-1]  # log ids are zero-padded and only grow: the newest sorts last
         data = self.files[rel]
         size = len(data)
-        to = rng.randrange(min(self.last_flush.get(rel, 0), size - 1), size)
+        to = last_write_cut(rng, self.last_flush.get(rel, 0), size)
         del data[to:]
         return {"file": rel, "truncated_from": size, "to": to}
 

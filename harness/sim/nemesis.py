@@ -33,6 +33,7 @@ cookie check refuses, as on a real node): the op is recorded as not taking effec
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from dataclasses import asdict
 from typing import Any
@@ -44,7 +45,7 @@ from harness.sim.net import Shaping
 from harness.sim.zk import ZK_NODE
 from harness.testspec import SIM_CORRUPT_MODES
 from nemesis.base import FaultNotProven
-from nemesis.clock import STROBE_PERIOD_S
+from nemesis.clock import STROBE_PERIOD_S, strobe
 from nemesis.grudge import grudge
 from nemesis.net import NETEM_DEFAULTS, NETEM_KEYS
 
@@ -188,9 +189,8 @@ class SimNemesis:
             for bookie in self._bookies(value):
                 self._stop_strobe(bookie.name)
                 self.cluster.skews[bookie.name] = delta
-                self.strobes[bookie.name] = asyncio.ensure_future(
-                    self._strobe(bookie.name, delta, period)
-                )
+                set_offset = functools.partial(self._set_skew, bookie.name)
+                self.strobes[bookie.name] = asyncio.ensure_future(strobe(set_offset, delta, period))
             proof["skews"] = dict(self.cluster.skews)
         elif f == "clock-strobe-stop":
             for node in value.get("nodes") or sorted(self.strobes):
@@ -226,13 +226,8 @@ class SimNemesis:
             raise ValueError(f"the simulation has no fault {f!r} (known: {sorted(SIM_FAULTS)})")
         return {**value, "proof": proof}
 
-    async def _strobe(self, node: str, delta: float, period: float) -> None:
-        """Flip `node`'s clock between `delta` and no offset every `period` (virtual) s."""
-        skewed = True
-        while True:
-            await asyncio.sleep(period)
-            skewed = not skewed
-            self.cluster.skews[node] = delta if skewed else 0.0
+    async def _set_skew(self, node: str, offset: float) -> None:
+        self.cluster.skews[node] = offset
 
     def _stop_strobe(self, node: str) -> None:
         task = self.strobes.pop(node, None)
