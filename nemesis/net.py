@@ -230,10 +230,10 @@ class PacketNemesis:
         nodes = value.get("nodes")
         if not nodes:
             raise ValueError("start-packet needs value.nodes (a list of node names)")
+        params = netem_params(value)
+        netem = netem_arguments(params)
         if not _has_net_admin(self.runtime):
             raise FaultNotProven(f"{NO_NET_ADMIN}: packet faults (tc netem) are unavailable")
-        params = {k: value[k] for k in (*NETEM_KEYS, "rate") if k in value} or dict(NETEM_DEFAULTS)
-        netem = _netem(params)
         proof = {}
         for node in nodes:
             before = await self._connect_ms(node)
@@ -280,7 +280,15 @@ class PacketNemesis:
         return [{"f": "stop-packet", "proof": await self._clear(sorted(self.shaped))}]
 
 
-def _netem(params: dict[str, Any]) -> str:
+def netem_params(value: dict[str, Any]) -> dict[str, Any]:
+    """A `start-packet` op's shaping parameters (NETEM_DEFAULTS when it gives none),
+    checked before any node is touched — by the real nemesis and the simulation alike."""
+    params = {k: value[k] for k in (*NETEM_KEYS, "rate") if k in value} or dict(NETEM_DEFAULTS)
+    netem_arguments(params)
+    return params
+
+
+def netem_arguments(params: dict[str, Any]) -> str:
     """tc netem arguments for the op's parameters (reorder needs a delay to act on)."""
     parts = []
     if "delay_ms" in params:
@@ -294,7 +302,42 @@ def _netem(params: dict[str, Any]) -> str:
         if key in params:
             parts.append(f"{word} {params[key]}%")
     if "rate" in params:
+        rate_bits_per_second(params["rate"])  # refuse a malformed rate before touching a node
         parts.append(f"rate {params['rate']}")
     if "reorder_pct" in params and "delay_ms" not in params:
         raise ValueError("netem reorders by delaying the other packets: give delay_ms too")
     return " ".join(parts)
+
+
+RATE_UNITS = {
+    "bit": 1,
+    "kbit": 1e3,
+    "mbit": 1e6,
+    "gbit": 1e9,
+    "tbit": 1e12,
+    "bps": 8,
+    "kbps": 8e3,
+    "mbps": 8e6,
+    "gbps": 8e9,
+    "tbps": 8e12,
+}
+"""tc's rate units (tc(8), "RATES"): `…bit` are bits per second, `…bps` bytes per second."""
+
+
+def rate_bits_per_second(rate: object) -> float:
+    """A netem `rate` ("1mbit", "200kbps", a bare number of bits per second) in bits per
+    second, so the real nemesis can refuse a typo before running tc and the simulation
+    can serialise writes at that rate."""
+    text = str(rate).strip().lower()
+    digits = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(digits) :] or "bit"
+    try:
+        value = float(digits) * RATE_UNITS[unit]
+    except (ValueError, KeyError):
+        value = 0.0
+    if not value > 0:
+        raise ValueError(
+            f"rate must be a positive number with one of tc's units {sorted(RATE_UNITS)} "
+            f'(e.g. "1mbit"), got {rate!r}'
+        )
+    return value

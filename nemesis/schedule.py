@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.generator import PENDING, Answer, Context, Generator
+from nemesis.net import netem_params
 
 START_STOP = {
     "kill": ("kill", "restart"),
@@ -145,6 +146,11 @@ def check_steps(steps: Sequence[Any], nodes: Sequence[str]) -> None:
         targets = step["value"].get("nodes") if isinstance(step["value"], dict) else None
         if not isinstance(targets, list) or not targets or not set(targets) <= set(nodes):
             raise ValueError(f"{where}: value.nodes must be a non-empty list of {list(nodes)}")
+        if step["f"] == "start-packet":
+            try:
+                netem_params(step["value"])
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
 
 
 def schedule_kinds(steps: Sequence[dict[str, Any]]) -> tuple[str, ...]:

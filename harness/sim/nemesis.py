@@ -21,8 +21,10 @@ nemesis/schedule.py), so a schedule found in the simulation passes `bkchaos test
 | `clock-bump` / `clock-reset` | shift the nodes' wall clocks by `value.delta_s` s / undo |
 | `clock-strobe` / `clock-strobe-stop` | flip the nodes' wall clocks between `value.delta_s` s |
 | | and no offset every `value.period_s` s (virtual time) / stop, offset gone |
-| `start-packet` / `stop-packet` | shape the `value.nodes`' egress as netem would: `delay_ms` |
-| | ± `jitter_ms` more per write, `loss_pct` of writes retransmitted (default 50 ± 10 ms) / undo |
+| `start-packet` / `stop-packet` | shape the `value.nodes`' egress as netem would, as TCP |
+| | shows it: `delay_ms` ± `jitter_ms` more per write (`reorder_pct` of writes skip it), |
+| | `loss_pct` and `corrupt_pct` of writes retransmitted, `duplicate_pct` absorbed, writes |
+| | queued at `rate` (default 50 ± 10 ms; harness.sim.net) / undo |
 | `wipe` / `restore` | kill the bookie, pull its disks (a blank one in their place) and |
 | | start it: the cookie check must refuse / put the disks back and start it |
 
@@ -47,17 +49,13 @@ from harness.testspec import SIM_CORRUPT_MODES
 from nemesis.base import FaultNotProven
 from nemesis.clock import STROBE_PERIOD_S, strobe
 from nemesis.grudge import grudge
-from nemesis.net import NETEM_DEFAULTS, NETEM_KEYS
+from nemesis.net import netem_params, rate_bits_per_second
 
 CORRUPTIBLE = {
     "entrylog": ("ledgers", "current/entrylog-"),
     "journal": ("journal", "current/journal-"),
 }
 """`corrupt` target -> (the data dir it lives in, the path prefix of its files)."""
-
-SIM_NETEM_KEYS = ("delay_ms", "jitter_ms", "loss_pct")
-"""What the simulation's packet fault shapes (the real one also duplicates, reorders,
-corrupts and limits the rate)."""
 
 STARTS = frozenset({"restart", "power-on", "corrupt-restart"})
 """Ops that (re)start bookies."""
@@ -161,22 +159,23 @@ class SimNemesis:
             network.partition({})
             proof["grudge"] = {}
         elif f == "start-packet":
-            params = {k: value[k] for k in NETEM_KEYS if k in value} or dict(NETEM_DEFAULTS)
-            unsupported = sorted(set(params) - set(SIM_NETEM_KEYS))
-            if unsupported:
-                raise ValueError(f"the simulation shapes {SIM_NETEM_KEYS} only, not {unsupported}")
+            params = netem_params(value)
             shaping = Shaping(
                 params.get("delay_ms", 0) / 1000,
                 params.get("jitter_ms", 0) / 1000,
                 params.get("loss_pct", 0) / 100,
+                params.get("duplicate_pct", 0) / 100,
+                params.get("reorder_pct", 0) / 100,
+                params.get("corrupt_pct", 0) / 100,
+                rate_bits_per_second(params["rate"]) if "rate" in params else 0.0,
             )
             for node in self._nodes(value):
-                network.shaped[node] = shaping
+                network.shape(node, shaping)
             value.update(params)
             proof["shaped"] = {n: asdict(s) for n, s in sorted(network.shaped.items())}
         elif f == "stop-packet":
             for node in value.get("nodes") or sorted(network.shaped):
-                network.shaped.pop(node, None)
+                network.shape(node, None)
             proof["shaped"] = {n: asdict(s) for n, s in sorted(network.shaped.items())}
         elif f == "clock-bump":
             delta = float(value.get("delta_s", 60.0))

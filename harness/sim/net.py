@@ -9,8 +9,12 @@ and hand out transports that behave like TCP sockets. So the model is TCP's:
   `rto` seconds later, holding back everything behind it;
 - different connections are independent, so messages to different peers reorder freely;
 - a node's egress may be shaped as `tc netem` would shape its interface (the `packet`
-  fault): each write it sends waits `delay ± jitter` more, and with probability `loss` is
-  lost and retransmitted;
+  fault), as TCP above netem lets it show: each write it sends waits `delay ± jitter` more
+  (or, with probability `reorder`, skips that delay, as netem sends a reordered packet at
+  once — still behind the bytes sent before it on its connection), with probability
+  `loss` or `corrupt` is retransmitted (a corrupted segment fails TCP's checksum and is
+  dropped), and queues behind the node's earlier writes for its size at `rate`; a
+  duplicated segment is discarded by the receiving TCP, so `duplicate` costs nothing;
 - a partition (a grudge: node -> the nodes whose traffic it drops) holds bytes in flight
   until it heals, and a connection attempt across it never completes (the caller's
   timeout decides); a process that dies resets its connections (the peer sees a reset);
@@ -31,12 +35,18 @@ from harness.sim.loop import CURRENT_NODE, SimLoop
 
 @dataclass(frozen=True)
 class Shaping:
-    """netem on one node's egress: extra delay uniform in `delay_s ± jitter_s`, and the
-    probability `loss` that a write is lost (and retransmitted)."""
+    """netem on one node's egress: extra delay uniform in `delay_s ± jitter_s`; the
+    probabilities that a write is lost or corrupted (either way retransmitted), duplicated
+    (no effect on a TCP stream) or reordered (sent without the delay); and the egress
+    rate in bits per second (0: unlimited)."""
 
     delay_s: float
     jitter_s: float = 0.0
     loss: float = 0.0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+    corrupt: float = 0.0
+    rate_bps: float = 0.0
 
 
 _EOF = object()  # the peer closed its end
@@ -178,6 +188,7 @@ class Network:
         self.servers: dict[Any, SimServer] = {}
         self.grudge: dict[str, frozenset[str]] = {}  # node -> nodes whose traffic it drops
         self.shaped: dict[str, Shaping] = {}  # node -> how its egress is shaped
+        self._egress_busy: dict[str, float] = {}  # rate-limited node -> when its queue drains
         self._ends: dict[str, dict[SimTransport, None]] = {}  # open ends per owning node
         self._stalled: dict[SimTransport, None] = {}  # ends holding bytes behind a partition
         self._contexts: dict[str, contextvars.Context] = {}
@@ -198,16 +209,34 @@ class Network:
             delay += self.rto
         return delay
 
-    def shaping_delay(self, node: str) -> float:
-        """The extra one-way delay `node`'s egress shaping adds to one write (drawn only
-        while it is shaped, so unshaped runs draw exactly what they always drew)."""
+    def shaping_delay(self, node: str, size: int = 0) -> float:
+        """The extra one-way delay `node`'s egress shaping adds to one write of `size`
+        bytes. Drawn only while it is shaped, and a draw per parameter only when that
+        parameter is set, so runs draw exactly what they drew before the parameter was."""
         shaping = self.shaped.get(node)
         if shaping is None:
             return 0.0
         extra = max(0.0, self.rng.uniform(-shaping.jitter_s, shaping.jitter_s) + shaping.delay_s)
+        if shaping.reorder and self.rng.random() < shaping.reorder:
+            extra = 0.0
         if shaping.loss and self.rng.random() < shaping.loss:
             extra += self.rto
+        if shaping.corrupt and self.rng.random() < shaping.corrupt:
+            extra += self.rto
+        if shaping.rate_bps:
+            now = self.loop.time()
+            sent = max(now, self._egress_busy.get(node, now)) + size * 8 / shaping.rate_bps
+            self._egress_busy[node] = sent
+            extra += sent - now
         return extra
+
+    def shape(self, node: str, shaping: Shaping | None) -> None:
+        """Shape `node`'s egress, or (None) stop: netem's queue goes with its qdisc."""
+        self._egress_busy.pop(node, None)
+        if shaping is None:
+            self.shaped.pop(node, None)
+        else:
+            self.shaped[node] = shaping
 
     def blocked(self, a: str, b: str) -> bool:
         """Whether a partition stands between `a` and `b` (in either direction)."""
@@ -245,7 +274,9 @@ class Network:
             self._deliver(end, item)
 
     def _deliver(self, end: SimTransport, item: Any) -> None:
-        at = max(self.loop.time() + self.delay() + self.shaping_delay(end.node), end.last_delivery)
+        delay = self.delay()
+        delay += self.shaping_delay(end.node, len(item) if isinstance(item, bytes) else 0)
+        at = max(self.loop.time() + delay, end.last_delivery)
         end.last_delivery = at
         peer = end.peer
         self.loop.call_at(at, peer.arrive, item, context=self.context(peer.node))

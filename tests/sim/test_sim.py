@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,6 +21,7 @@ from harness.runtime.sim import SimSpec, run_sim
 from harness.sim.disk import SimDisk, SimFileLayer
 from harness.sim.loop import SimLoop, SimulationError
 from harness.sim.nemesis import SimNemesis
+from harness.sim.net import Network, Shaping
 
 pytestmark = pytest.mark.sim
 
@@ -286,9 +288,7 @@ def test_a_packet_fault_delays_what_the_shaped_node_sends_and_heals(tmp_path: Pa
     run = run_sim(SimSpec(seed=4, time_limit=2.5, schedule=schedule), tmp_path)
     assert run.results["valid"] is True, run.results["anomaly_types"]
     done = _fault_proofs(tmp_path)
-    assert done["start-packet"]["proof"]["shaped"] == {
-        "b1": {"delay_s": 0.2, "jitter_s": 0.0, "loss": 0.0}
-    }
+    assert done["start-packet"]["proof"]["shaped"] == {"b1": asdict(Shaping(0.2))}
     assert done["stop-packet"]["proof"]["shaped"] == {}
     ops = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
     shaped_at, healed_at = (
@@ -310,3 +310,69 @@ def test_a_packet_fault_delays_what_the_shaped_node_sends_and_heals(tmp_path: Pa
                 slow_after.append(slow)
     assert slow_while_shaped and sum(slow_while_shaped) >= len(slow_while_shaped) / 2
     assert slow_after and not any(slow_after)
+
+
+def _shaped(shaping: Shaping) -> Network:
+    """A network (at virtual time 0) whose node b1 sends through `shaping`."""
+    network = Network(SimLoop(), random.Random(0))
+    network.shape("b1", shaping)
+    return network
+
+
+def test_a_rate_limit_queues_each_write_behind_the_ones_before_it() -> None:
+    """At 80 kbit/s a 1000-byte write takes 0.1 s to leave, and the next one waits for it;
+    a new shaping (a new qdisc) starts with an empty queue."""
+    network = _shaped(Shaping(0.0, rate_bps=80_000))
+    assert network.shaping_delay("b1", 1000) == pytest.approx(0.1)
+    assert network.shaping_delay("b1", 1000) == pytest.approx(0.2)
+    assert network.shaping_delay("b2", 1000) == 0.0  # only b1 is shaped
+    network.shape("b1", Shaping(0.0, rate_bps=80_000))
+    assert network.shaping_delay("b1", 500) == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize(
+    ("shaping", "extra_s"),
+    [
+        (Shaping(0.2, corrupt=1.0), 0.2 + 0.2),  # dropped by TCP's checksum: one RTO more
+        (Shaping(0.2, loss=1.0, corrupt=1.0), 0.2 + 0.4),
+        (Shaping(0.2, reorder=1.0), 0.0),  # netem sends a reordered packet at once
+        (Shaping(0.2, duplicate=1.0), 0.2),  # the receiving TCP discards the copy
+    ],
+)
+def test_packet_corruption_duplication_and_reordering_show_as_tcp_shows_them(
+    shaping: Shaping, extra_s: float
+) -> None:
+    assert _shaped(shaping).shaping_delay("b1", 100) == pytest.approx(extra_s)
+
+
+def test_an_unset_shaping_parameter_draws_nothing() -> None:
+    """Seeded runs shaped before a parameter existed draw exactly what they drew then: a
+    delay with jitter takes one draw from the seeded rng, whatever else Shaping can do."""
+    network = _shaped(Shaping(0.05, jitter_s=0.01))
+    reference = random.Random(0)
+    expected = max(0.0, reference.uniform(-0.01, 0.01) + 0.05)
+    assert network.shaping_delay("b1", 100) == expected
+    assert network.rng.random() == reference.random()
+
+
+def test_every_netem_parameter_shapes_a_simulated_run_that_stays_valid(tmp_path: Path) -> None:
+    """What the real `packet` nemesis takes, the simulation's takes too (it used to refuse
+    all but delay, jitter and loss, and to drop `rate` without a word)."""
+    shaping = {
+        "delay_ms": 20,
+        "jitter_ms": 5,
+        "loss_pct": 2,
+        "duplicate_pct": 10,
+        "reorder_pct": 25,
+        "corrupt_pct": 5,
+        "rate": "2mbit",
+    }
+    schedule = (
+        {"at": 0.2, "f": "start-packet", "value": {"nodes": ["b1", "b2"], **shaping}},
+        {"at": 1.2, "f": "stop-packet", "value": {"nodes": ["b1", "b2"]}},
+    )
+    run = run_sim(SimSpec(seed=5, time_limit=1.5, schedule=schedule), tmp_path)
+    assert run.results["valid"] is True, run.results["anomaly_types"]
+    shaped = _fault_proofs(tmp_path)["start-packet"]["proof"]["shaped"]
+    want = asdict(Shaping(0.02, 0.005, 0.02, 0.1, 0.25, 0.05, 2e6))
+    assert shaped == {"b1": want, "b2": want}

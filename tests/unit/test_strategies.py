@@ -119,6 +119,8 @@ def _bkchaos(*args: str) -> int:
         ('{"seed": 3}', "no schedule steps"),
         ('[{"at": 1, "f": "kill", "value": {"nodes": ["b9"]}}]', "value.nodes"),
         ('[{"at": 2, "f": "kill", "value": {"nodes": ["b1"]}}, {"at": 1}]', "step 1"),
+        ('[{"at": 0, "f": "start-packet", "value": {"nodes": ["b1"], "rate": "fast"}}]', "mbit"),
+        ('[{"at": 0, "f": "start-packet", "value": {"nodes": ["b1"], "reorder_pct": 5}}]', "delay"),
     ],
 )
 def test_bad_schedule_files_exit_254_saying_what_to_do(

@@ -1,0 +1,51 @@
+"""The `packet` fault's parameters: tc's rate units, and bad values refused before any
+node is touched (the real nemesis and the simulation share the checks)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+
+from nemesis.net import PacketNemesis, netem_arguments, netem_params, rate_bits_per_second
+
+
+@pytest.mark.parametrize(
+    ("rate", "bits_per_second"),
+    [("1mbit", 1e6), ("200kbps", 1.6e6), ("1.5Gbit", 1.5e9), (5000, 5000.0), ("64bps", 512.0)],
+)
+def test_rates_read_as_tc_reads_them(rate: object, bits_per_second: float) -> None:
+    assert rate_bits_per_second(rate) == pytest.approx(bits_per_second)
+
+
+@pytest.mark.parametrize("rate", ["fast", "0", "-1mbit", "1xbit", "", "inf", "10%"])
+def test_a_rate_tc_would_not_take_is_refused_with_an_example(rate: str) -> None:
+    with pytest.raises(ValueError, match=re.escape('e.g. "1mbit"')):
+        rate_bits_per_second(rate)
+
+
+def test_the_defaults_apply_when_an_op_gives_no_shaping() -> None:
+    params = netem_params({"nodes": ["b1"]})
+    assert netem_arguments(params) == "delay 50ms 10ms"
+    assert netem_params({"nodes": ["b1"], "rate": "1mbit"}) == {"rate": "1mbit"}
+
+
+class _Untouchable:
+    """A runtime any use of which fails the test."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"the nemesis touched the runtime ({name}) before checking")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [({"rate": "quick"}, "rate must be"), ({"reorder_pct": 10}, "give delay_ms too")],
+)
+def test_the_real_nemesis_refuses_bad_shaping_before_touching_a_node(
+    value: dict[str, object], message: str
+) -> None:
+    nemesis = PacketNemesis(_Untouchable())  # type: ignore[arg-type]
+    op = {"f": "start-packet", "value": {"nodes": ["b1"], **value}}
+    with pytest.raises(ValueError, match=message):
+        asyncio.run(nemesis.invoke(op))
