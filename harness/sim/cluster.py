@@ -86,7 +86,7 @@ class SimBookie:
         """Start the bookie process (replaying its journal); raises if it refuses to start."""
         loop = self.cluster.loop
         loop.dead.discard(self.name)
-        self.zk = self.cluster.zk.client(ZK_SESSION_S)
+        self.zk = self.cluster.zk.client(ZK_SESSION_S, node=self.name)
         service = BookieService(
             self.cfg,
             EventLog(self.log, self.clock, node=self.name),
@@ -172,7 +172,7 @@ class SimCluster:
         add_timeout: float = 2.0,
     ) -> None:
         self.loop = loop
-        self.zk = SimZooKeeper(loop)
+        self.zk = SimZooKeeper(loop, self._reaches_zookeeper)
         self.skews: dict[str, float] = {}
         self._logs: list[io.TextIOBase] = []
         self.bookies: dict[str, SimBookie] = {}
@@ -183,6 +183,10 @@ class SimCluster:
             self._logs.append(log)
             self.bookies[name] = SimBookie(self, name, scratch, log)
         self.agents = {f"c{i}": SimAgent(self, f"c{i}", add_timeout) for i in range(1, clients + 1)}
+
+    def _reaches_zookeeper(self, node: str) -> bool:
+        """Whether `node` can heartbeat: not paused, and no partition between it and ZK."""
+        return node not in self.loop.paused and not self.loop.network.blocked(node, ZK_NODE)
 
     @property
     def nodes(self) -> list[str]:

@@ -57,6 +57,9 @@ CORRUPTIBLE = {
 }
 """`corrupt` target -> (the data dir it lives in, the path prefix of its files)."""
 
+REACHABILITY = frozenset({"pause", "resume", "start-partition", "stop-partition"})
+"""Faults that may cut a bookie off from ZooKeeper, or put it back in touch (its session)."""
+
 STARTS = frozenset({"restart", "power-on", "corrupt-restart"})
 """Ops that (re)start bookies."""
 
@@ -223,6 +226,8 @@ class SimNemesis:
                 proof[bookie.name] = [change for change in changes if change]
         else:
             raise ValueError(f"the simulation has no fault {f!r} (known: {sorted(SIM_FAULTS)})")
+        if f in REACHABILITY:
+            self.cluster.zk.reachability_changed()
         return {**value, "proof": proof}
 
     async def _set_skew(self, node: str, offset: float) -> None:

@@ -10,11 +10,21 @@ closes or expires, no children under ephemerals, `makepath`, `ensure_path`.
 `SimZkClient` is a drop-in for the `KazooClient` methods the product calls, with no
 thread: its calls return at once. Latency and partitions between a node and ZooKeeper are
 added by `zk_call`, which the client's metadata store awaits instead of a thread hop.
+
+A bookie's session lives as long as the bookie can heartbeat: paused, or partitioned from
+ZooKeeper, for longer than the session timeout, it expires and the bookie's registration
+goes with it; once it can reach ZooKeeper again its client hears LOST, opens a new session
+and says CONNECTED, as kazoo does, and the bookie re-registers. The faults that cut a node
+off tell the server (`reachability_changed`), and an expiry falls due at the next
+operation anyone makes (`expire_due`): no heartbeat timer runs, so a run in which no
+session expires steps through virtual time exactly as it did before. Clients' (agents')
+sessions own no ephemeral node and are not watched.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +38,7 @@ from kazoo.exceptions import (
     NotEmptyError,
     SessionExpiredError,
 )
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import KazooState, ZnodeStat
 
 from harness.sim.loop import CURRENT_NODE, SimLoop
 from harness.sim.net import Network
@@ -55,15 +65,21 @@ def _parent(path: str) -> str:
 class SimZooKeeper:
     """The znode tree and its sessions."""
 
-    def __init__(self, loop: SimLoop) -> None:
+    def __init__(self, loop: SimLoop, reachable: Callable[[str], bool] = lambda node: True) -> None:
         self._loop = loop
+        self._reachable = reachable
         self._nodes: dict[str, _Znode] = {"/": _Znode(b"", 0, 0)}
         self._zxid = 0
         self._sessions = 0
         self.live: dict[int, None] = {}
+        self._heartbeating: dict[int, SimZkClient] = {}
+        """Sessions whose node heartbeats (bookies) -> their client."""
+        self._cut_off: dict[int, float] = {}
+        """Heartbeating sessions whose node cannot reach ZooKeeper -> since when."""
 
-    def client(self, timeout: float = 10.0) -> SimZkClient:
-        return SimZkClient(self, timeout)
+    def client(self, timeout: float = 10.0, node: str | None = None) -> SimZkClient:
+        """A client; with `node`, one whose session expires when that node is cut off."""
+        return SimZkClient(self, timeout, node)
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -72,8 +88,12 @@ class SimZooKeeper:
         self.live[self._sessions] = None
         return self._sessions
 
-    def close_session(self, session: int) -> None:
-        """Close or expire: the session's ephemeral nodes go (deepest first)."""
+    def close_session(self, session: int, *, client_lives: bool = False) -> None:
+        """Close or expire: the session's ephemeral nodes go (deepest first). Unless its
+        client lives on (an expiry it has not heard of yet), it no longer heartbeats."""
+        if not client_lives:
+            self._heartbeating.pop(session, None)
+            self._cut_off.pop(session, None)
         if session not in self.live:
             return
         del self.live[session]
@@ -83,7 +103,36 @@ class SimZooKeeper:
 
     def expire_later(self, session: int, timeout: float) -> None:
         """The session's process died: ZooKeeper notices when the session times out."""
+        self._heartbeating.pop(session, None)
+        self._cut_off.pop(session, None)
         self._loop.call_later(timeout, self.close_session, session)
+
+    def heartbeat(self, session: int, client: SimZkClient) -> None:
+        self._heartbeating[session] = client
+
+    def reachability_changed(self) -> None:
+        """A node was paused, resumed, partitioned or healed: a heartbeating session whose
+        node is now cut off starts its timeout; one whose node is back stops it, and, if
+        it expired meanwhile, its client reconnects with a new session."""
+        now = self._loop.time()
+        self.expire_due()
+        for session, client in list(self._heartbeating.items()):
+            assert client.node is not None
+            if not self._reachable(client.node):
+                self._cut_off.setdefault(session, now)
+            elif self._cut_off.pop(session, None) is not None and session not in self.live:
+                del self._heartbeating[session]
+                client.reconnect()
+
+    def expire_due(self) -> None:
+        """Expire the sessions cut off for a timeout or longer. Done when anyone next asks
+        (every operation does) rather than by a timer: an expiry can only be seen through
+        an operation, and a timer of its own would move the virtual clock's steps, and with
+        them every seeded run."""
+        now = self._loop.time()
+        for session, since in self._cut_off.items():
+            if now - since >= self._heartbeating[session].timeout:
+                self.close_session(session, client_lives=True)
 
     # -- operations ------------------------------------------------------------------------
 
@@ -111,6 +160,7 @@ class SimZooKeeper:
     def create(
         self, session: int, path: str, value: bytes, ephemeral: bool, sequence: bool, makepath: bool
     ) -> str:
+        self.expire_due()
         parent_path = _parent(path)
         if makepath and parent_path not in self._nodes:
             self.ensure_path(parent_path)
@@ -138,10 +188,12 @@ class SimZooKeeper:
                 self.create(0, current, b"", False, False, False)
 
     def get(self, path: str) -> tuple[bytes, ZnodeStat]:
+        self.expire_due()
         node = self._node(path)
         return node.data, self._stat(node)
 
     def set(self, path: str, value: bytes, version: int) -> ZnodeStat:
+        self.expire_due()
         node = self._node(path)
         if version != -1 and version != node.version:
             raise BadVersionError(path)
@@ -150,6 +202,7 @@ class SimZooKeeper:
         return self._stat(node)
 
     def delete(self, path: str, version: int) -> None:
+        self.expire_due()
         node = self._node(path)
         if version != -1 and version != node.version:
             raise BadVersionError(path)
@@ -164,9 +217,11 @@ class SimZooKeeper:
         parent.cversion += 1
 
     def get_children(self, path: str) -> list[str]:
+        self.expire_due()
         return sorted(self._node(path).children)
 
     def exists(self, path: str) -> ZnodeStat | None:
+        self.expire_due()
         node = self._nodes.get(path)
         return None if node is None else self._stat(node)
 
@@ -174,14 +229,17 @@ class SimZooKeeper:
 class SimZkClient:
     """The subset of `KazooClient` that the product uses, on a `SimZooKeeper` session."""
 
-    def __init__(self, server: SimZooKeeper, timeout: float) -> None:
+    def __init__(self, server: SimZooKeeper, timeout: float, node: str | None = None) -> None:
         self._server = server
         self.timeout = timeout
+        self.node = node
         self.session = 0
         self.crashed = False
         self._listeners: list[Callable[[str], Any]] = []
+        self.handler = _InlineHandler()
 
     def _live(self) -> int:
+        self._server.expire_due()
         if self.crashed:
             raise ConnectionLoss("the process owning this client is dead (simulation)")
         if self.session not in self._server.live:
@@ -190,7 +248,32 @@ class SimZkClient:
 
     def start(self, timeout: float = 15.0) -> None:
         if self.session not in self._server.live:
-            self.session = self._server.open_session()
+            self._open()
+
+    def _open(self) -> None:
+        self.session = self._server.open_session()
+        if self.node is not None:
+            self._server.heartbeat(self.session, self)
+
+    def reconnect(self) -> None:
+        """Back in touch after the session expired: LOST, a new session, CONNECTED — run
+        as the node's own work, so a node still paused hears it when it resumes."""
+
+        def reconnect() -> None:
+            if self.crashed:
+                return
+            self._notify(KazooState.LOST)
+            self._open()
+            self._notify(KazooState.CONNECTED)
+
+        assert self.node is not None
+        context = contextvars.Context()
+        context.run(CURRENT_NODE.set, self.node)
+        asyncio.get_running_loop().call_soon(reconnect, context=context)
+
+    def _notify(self, state: str) -> None:
+        for listener in list(self._listeners):
+            listener(state)
 
     def stop(self) -> None:
         self._server.close_session(self.session)
@@ -243,6 +326,14 @@ class SimZkClient:
     def exists(self, path: str, watch: Any = None) -> ZnodeStat | None:
         self._live()
         return self._server.exists(path)
+
+
+class _InlineHandler:
+    """kazoo's handler, as far as listeners use it: `spawn` runs the work soon, on the
+    loop, as the node's own (kazoo would use a thread)."""
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        asyncio.get_running_loop().call_soon(fn, *args)
 
 
 def zk_call(network: Network, timeout: float = 10.0) -> Callable[..., Any]:
