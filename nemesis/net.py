@@ -1,4 +1,5 @@
-"""Network faults inside the nodes: partitions (iptables) and packet faults (tc netem).
+"""Network faults inside the nodes: partitions (iptables) and packet faults (tc netem,
+or tbf for a rate limit alone).
 
 Both need a node per network namespace, so the docker or ssh runtime (the local runtime's
 processes share loopback and are refused at test validation). Where the Docker engine
@@ -32,6 +33,14 @@ PROBE_TIMEOUT_S = 1.0
 NETEM_DEFAULTS = {"delay_ms": 50, "jitter_ms": 10}
 NETEM_KEYS = ("delay_ms", "jitter_ms", "loss_pct", "duplicate_pct", "reorder_pct", "corrupt_pct")
 DELAY_SLACK_MS = 5.0
+NO_TBF = (
+    "the kernel has no tbf qdisc (CONFIG_NET_SCH_TBF / module sch_tbf): a rate limit cannot "
+    "be injected on this host; load sch_tbf or use a kernel that has it"
+)
+TBF_LATENCY_MS = 500
+"""How long a packet may wait in a rate limit's queue before tbf drops it (TCP resends)."""
+TBF_MIN_BURST_BYTES = 1600
+"""A token bucket must hold at least one full-size packet, or nothing ever leaves."""
 NO_NETEM = (
     "the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM / module sch_netem): packet "
     "faults cannot be injected on this host; load sch_netem or use a kernel that has it"
@@ -188,7 +197,8 @@ def _check(probes: dict[str, dict[str, Any]], cut: Grudge) -> None:
 
 
 class PacketNemesis:
-    """`start-packet` / `stop-packet`: tc netem on each target node's interface.
+    """`start-packet` / `stop-packet`: tc netem (or, for a rate limit alone, tbf) on each
+    target node's interface.
 
     Op value (all optional): `delay_ms`, `jitter_ms`, `loss_pct`, `duplicate_pct`,
     `reorder_pct`, `corrupt_pct` and `rate` (e.g. "1mbit"); defaults to a 50±10 ms delay.
@@ -231,9 +241,10 @@ class PacketNemesis:
         if not nodes:
             raise ValueError("start-packet needs value.nodes (a list of node names)")
         params = netem_params(value)
-        netem = netem_arguments(params)
+        qdisc = shaping_qdisc(params)
+        kind = qdisc.split()[0]
         if not _has_net_admin(self.runtime):
-            raise FaultNotProven(f"{NO_NET_ADMIN}: packet faults (tc netem) are unavailable")
+            raise FaultNotProven(f"{NO_NET_ADMIN}: packet faults (tc {kind}) are unavailable")
         proof = {}
         for node in nodes:
             before = await self._connect_ms(node)
@@ -241,16 +252,16 @@ class PacketNemesis:
                 shown = await _sh(
                     self.runtime,
                     node,
-                    f"{self._dev(node)} && tc qdisc replace dev $dev root netem {netem} "
+                    f"{self._dev(node)} && tc qdisc replace dev $dev root {qdisc} "
                     "&& tc qdisc show dev $dev",
                 )
             except FaultNotProven as exc:
                 if "qdisc kind is unknown" in str(exc):
-                    raise FaultNotProven(NO_NETEM) from None
+                    raise FaultNotProven(NO_NETEM if kind == "netem" else NO_TBF) from None
                 raise
             self.shaped.add(node)
-            if "netem" not in shown:
-                raise FaultNotProven(f"no netem qdisc on {node} after adding it: {shown.strip()}")
+            if f"qdisc {kind} " not in shown:
+                raise FaultNotProven(f"no {kind} qdisc on {node} after adding it: {shown.strip()}")
             after = await self._connect_ms(node)
             proof[node] = {
                 "qdisc": shown.strip(),
@@ -259,7 +270,7 @@ class PacketNemesis:
             }
             floor = params.get("delay_ms", 0) - params.get("jitter_ms", 0) - DELAY_SLACK_MS
             if "delay_ms" in params and (after is None or after < floor):
-                raise FaultNotProven(f"connects to {node} take {after} ms under {netem}")
+                raise FaultNotProven(f"connects to {node} take {after} ms under {qdisc}")
         return {**value, **params, "proof": proof}
 
     async def _clear(self, nodes: list[str]) -> dict[str, Any]:
@@ -286,6 +297,17 @@ def netem_params(value: dict[str, Any]) -> dict[str, Any]:
     params = {k: value[k] for k in (*NETEM_KEYS, "rate") if k in value} or dict(NETEM_DEFAULTS)
     netem_arguments(params)
     return params
+
+
+def shaping_qdisc(params: dict[str, Any]) -> str:
+    """The root qdisc (kind and arguments) for a packet fault. A rate limit alone is tbf's
+    job — a token bucket every kernel has, where netem is often not built (this machine's
+    kernel has none); anything else, rate included, is netem's."""
+    if set(params) != {"rate"}:
+        return f"netem {netem_arguments(params)}"
+    bytes_per_s = rate_bits_per_second(params["rate"]) / 8
+    burst = max(TBF_MIN_BURST_BYTES, int(bytes_per_s / 250))  # 4 ms of the rate
+    return f"tbf rate {params['rate']} burst {burst} latency {TBF_LATENCY_MS}ms"
 
 
 def netem_arguments(params: dict[str, Any]) -> str:

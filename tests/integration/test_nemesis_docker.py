@@ -118,6 +118,60 @@ async def test_packet_faults_fail_clearly_without_netem(cluster) -> None:
         await PacketNemesis(cluster).invoke({"f": "start-packet", "value": {"nodes": ["b1"]}})
 
 
+SEND_ONCE = """
+import socket, sys
+server = socket.create_server(("", 7777))
+server.settimeout(20)
+conn, _ = server.accept()
+conn.sendall(b"x" * int(sys.argv[1]))
+conn.close()
+"""
+
+RECEIVE_ALL = """
+import socket, sys, time
+for _ in range(100):  # until the sender listens
+    try:
+        conn = socket.create_connection((sys.argv[1], 7777), timeout=20)
+        break
+    except OSError:
+        time.sleep(0.1)
+started, got = time.monotonic(), 0
+while chunk := conn.recv(65536):
+    got += len(chunk)
+print(got, round(time.monotonic() - started, 3))
+"""
+
+
+async def _transfer_s(cluster: DockerCluster, sender: str, receiver: str, size: int) -> float:
+    """Seconds `receiver` takes to read `size` bytes that `sender` sends (its egress)."""
+    ip = next(n.ip for n in cluster.nodes if n.name == sender)
+    send = asyncio.to_thread(cluster.exec, sender, ["python", "-c", SEND_ONCE, str(size)], 30)
+    receive = asyncio.to_thread(cluster.exec, receiver, ["python", "-c", RECEIVE_ALL, ip], 30)
+    _, (code, out) = await asyncio.gather(send, receive)
+    got, seconds = out.split()[-2:]
+    assert code == 0 and int(got) == size, out
+    return float(seconds)
+
+
+async def test_a_rate_limit_alone_is_a_token_bucket_that_slows_what_the_node_sends(
+    cluster,
+) -> None:
+    """`rate` without netem's other parameters installs tbf, which this kernel has even
+    where it lacks netem: 96 KB out of b2 take seconds at 200 kbit/s, and moments after
+    stop-packet."""
+    nemesis = PacketNemesis(cluster)
+    done = await nemesis.invoke(
+        {"f": "start-packet", "value": {"nodes": ["b2"], "rate": "200kbit"}}
+    )
+    assert "qdisc tbf" in done["proof"]["b2"]["qdisc"] and "200Kbit" in done["proof"]["b2"]["qdisc"]
+    shaped = await _transfer_s(cluster, "b2", "b1", 96_000)
+    [healed] = await nemesis.heal()
+    assert "tbf" not in healed["proof"]["b2"]["qdisc"]
+    unshaped = await _transfer_s(cluster, "b2", "b1", 96_000)
+    assert shaped >= 2.5 > 0.5 > unshaped, (shaped, unshaped)  # 96 KB at 25 KB/s: ~3.8 s
+    assert add_from(cluster, "b3")[0] == 0
+
+
 async def test_disk_faults_run_inside_the_containers(cluster) -> None:
     """The same disk nemeses as on the local runtime, through `docker exec`."""
     assert add_from(cluster, "b1")[0] == 0

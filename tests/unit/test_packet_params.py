@@ -8,7 +8,14 @@ import re
 
 import pytest
 
-from nemesis.net import PacketNemesis, netem_arguments, netem_params, rate_bits_per_second
+from nemesis.net import (
+    TBF_MIN_BURST_BYTES,
+    PacketNemesis,
+    netem_arguments,
+    netem_params,
+    rate_bits_per_second,
+    shaping_qdisc,
+)
 
 
 @pytest.mark.parametrize(
@@ -29,6 +36,17 @@ def test_the_defaults_apply_when_an_op_gives_no_shaping() -> None:
     params = netem_params({"nodes": ["b1"]})
     assert netem_arguments(params) == "delay 50ms 10ms"
     assert netem_params({"nodes": ["b1"], "rate": "1mbit"}) == {"rate": "1mbit"}
+
+
+def test_a_rate_limit_alone_is_a_token_bucket_and_anything_more_is_netem() -> None:
+    """tbf is in nearly every kernel, netem is often left out (this machine's has none):
+    a fault that only limits the rate should not need netem."""
+    assert shaping_qdisc({"rate": "1mbit"}) == (
+        f"tbf rate 1mbit burst {TBF_MIN_BURST_BYTES} latency 500ms"
+    )
+    assert shaping_qdisc({"rate": "1gbit"}).split()[4] == str(10**9 // 8 // 250)  # 4 ms
+    assert shaping_qdisc({"rate": "1mbit", "loss_pct": 1}) == "netem loss 1% rate 1mbit"
+    assert shaping_qdisc({"delay_ms": 50, "jitter_ms": 10}) == "netem delay 50ms 10ms"
 
 
 class _Untouchable:
