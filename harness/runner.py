@@ -31,7 +31,7 @@ from nemesis.base import Composed
 from nemesis.clock import ClockNemesis
 from nemesis.combined import CombinedCycle
 from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
-from nemesis.net import PacketNemesis, PartitionNemesis
+from nemesis.net import PacketNemesis, PartitionNemesis, parsed_packet
 from nemesis.process import KillNemesis, PauseNemesis
 from nemesis.schedule import FaultCycle, ScheduleReplay, Targets
 from workloads.ledger import LedgerWorkload
@@ -121,7 +121,8 @@ def fault_schedule(
         return None
     group = max(1, (len(pool) - 1) // 2) if spec.targets == "minority" else 1
     grudge = parsed_grudge(spec.grudge) if spec.grudge else ""
-    targets = Targets(pool, group, grudge, live, spec.corruption)
+    packet = parsed_packet(spec.packet) if spec.packet else {}
+    targets = Targets(pool, group, grudge, live, spec.corruption, packet)
     cycle = FaultCycle if len(spec.nemesis) == 1 else CombinedCycle
     return cycle(spec.nemesis, pool, spec.nemesis_interval, targets)
 

@@ -14,6 +14,7 @@ from bookie_image import bugs
 from harness.errors import UserError
 from nemesis.disk import CORRUPT_MODES
 from nemesis.grudge import NAMES as GRUDGE_NAMES
+from nemesis.net import parsed_packet
 from nemesis.schedule import check_steps, schedule_kinds
 
 WORKLOADS = ("ledger", "log", "unbounded", "tail", "recovery-race")
@@ -71,6 +72,10 @@ class TestSpec:
     """What a `corrupt` fault does (nemesis.disk.CORRUPT_MODES): bit flips anywhere, a
     truncation anywhere, or a crash that loses the last write fsynced to the newest entry
     logs; empty: the nemesis's default (flips)."""
+    packet: str = ""
+    """How a seeded `packet` fault shapes its node's egress: `key=value` pairs of
+    nemesis.net.NETEM_KEYS and `rate` ("rate=200kbit", "delay_ms=100,loss_pct=5"); empty:
+    the nemesis's default (a 50±10 ms delay). A rate alone needs no netem (tbf)."""
     time_limit: float = 30.0
     concurrency: int = 4
     clients: int = 2
@@ -147,6 +152,19 @@ class TestSpec:
                 raise UserError(
                     f"--corruption {self.corruption}: the simulation performs {SIM_CORRUPT_MODES}"
                 )
+
+        if self.packet:
+            if "packet" not in self.nemesis:
+                raise UserError("--packet shapes packet faults: add packet to --nemesis")
+            if self.schedule:
+                raise UserError(
+                    "--packet shapes seeded packet faults; a --schedule's start-packet steps "
+                    "carry their own parameters: drop one of the two"
+                )
+            try:
+                parsed_packet(self.packet)
+            except ValueError as exc:
+                raise UserError(f"--packet {self.packet!r}: {exc}") from None
 
     def validate(self) -> None:
         """Refuse a test that cannot run, naming the parameter and what to do."""

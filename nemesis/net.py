@@ -291,6 +291,31 @@ class PacketNemesis:
         return [{"f": "stop-packet", "proof": await self._clear(sorted(self.shaped))}]
 
 
+def parsed_packet(text: str) -> dict[str, Any]:
+    """`--packet` ("rate=200kbit", "delay_ms=100,loss_pct=5") as a start-packet op's
+    parameters, checked as the op itself is."""
+    params: dict[str, Any] = {}
+    for item in text.split(","):
+        key, sep, raw = (part.strip() for part in item.partition("="))
+        if not sep or key not in (*NETEM_KEYS, "rate"):
+            raise ValueError(
+                f"give key=value pairs, keys among {[*NETEM_KEYS, 'rate']} "
+                f'(e.g. "rate=200kbit" or "delay_ms=100,loss_pct=5"), got {item.strip()!r}'
+            )
+        if key == "rate":
+            params[key] = raw
+            continue
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ValueError(f"{key} must be a number, got {raw!r}") from None
+        top = 100.0 if key.endswith("_pct") else 3_600_000.0  # a percentage, or ms
+        if not 0 <= number <= top:  # NaN and infinity too
+            raise ValueError(f"{key} must be from 0 to {top:.0f}, got {raw!r}")
+        params[key] = int(number) if number.is_integer() else number
+    return netem_params(params)
+
+
 def netem_params(value: dict[str, Any]) -> dict[str, Any]:
     """A `start-packet` op's shaping parameters (NETEM_DEFAULTS when it gives none),
     checked before any node is touched — by the real nemesis and the simulation alike."""

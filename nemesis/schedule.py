@@ -56,6 +56,8 @@ class Targets:
     writer's bookies) instead of `group` drawn nodes."""
     corruption: str = ""
     """A `corrupt` fault's mode (nemesis.disk.CORRUPT_MODES); empty: the nemesis's default."""
+    packet: dict[str, Any] = field(default_factory=dict)
+    """A `packet` fault's shaping (nemesis.net.netem_params); empty: the nemesis's default."""
 
     def draw(self, rng: random.Random, free: list[str]) -> tuple[str, ...] | None:
         """`group` of the `free` nodes (or all `live` ones), or None if none are free."""
@@ -73,6 +75,8 @@ class Targets:
             op["value"]["grudge"] = self.grudge or rng.choice(DRAWN_GRUDGES)
         if kind == "corrupt" and self.corruption:
             op["value"]["mode"] = self.corruption
+        if kind == "packet":
+            op["value"].update(self.packet)
         return op
 
 

@@ -88,6 +88,13 @@ pipeline_option = click.option(
     help="What corrupt faults do: flip bits anywhere (default), truncate a file anywhere, or "
     "crash the bookie and lose the last write it fsynced to its newest entry logs.",
 )
+@click.option(
+    "--packet",
+    default="",
+    metavar="KEY=VALUE,...",
+    help='How packet faults shape a node\'s egress: "rate=200kbit" (tbf: needs no netem), '
+    '"delay_ms=100,loss_pct=5", ... (default: a 50±10 ms delay).',
+)
 @click.option("--op-timeout", type=float, default=10.0, show_default=True)
 @click.option("--bookies", type=int, default=4, show_default=True)
 @zk_option

@@ -12,6 +12,7 @@ from harness.errors import UserError
 from harness.generator import Context, Generator
 from harness.testspec import TestSpec, parsed_grudge
 from nemesis.combined import CombinedCycle
+from nemesis.net import parsed_packet
 from nemesis.schedule import DRAWN_GRUDGES, START_STOP, FaultCycle, Targets
 
 BOOKIES = ("b1", "b2", "b3", "b4", "b5")
@@ -68,6 +69,41 @@ def test_corruptions_take_the_given_mode_or_leave_the_nemesis_default() -> None:
     assert all("mode" not in op["value"] for op in tail if op["f"] != "corrupt")
     default = _ops(FaultCycle(("corrupt",), BOOKIES, 1.0))
     assert default and all("mode" not in op["value"] for op in default)
+
+
+def test_packet_faults_take_the_given_shaping_or_leave_the_nemesis_default() -> None:
+    """`--packet rate=200kbit`: every seeded start-packet carries it, and nothing else does."""
+    shaped = Targets(BOOKIES, packet=parsed_packet("rate=200kbit"))
+    ops = _ops(CombinedCycle(("packet", "pause"), BOOKIES, 1.0, shaped))
+    starts = [op["value"] for op in ops if op["f"] == "start-packet"]
+    assert starts and all(value["rate"] == "200kbit" for value in starts)
+    assert all("rate" not in op["value"] for op in ops if op["f"] != "start-packet")
+    default = _ops(FaultCycle(("packet",), BOOKIES, 1.0))
+    assert default and all(set(op["value"]) == {"nodes"} for op in default)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"nemesis": ("kill",), "packet": "rate=1mbit"}, "add packet to --nemesis"),
+        ({"nemesis": ("packet",), "packet": "speed=1"}, "keys among"),
+        ({"nemesis": ("packet",), "packet": "loss_pct=150"}, "from 0 to 100"),
+        ({"nemesis": ("packet",), "packet": "reorder_pct=5"}, "give delay_ms too"),
+        (
+            {
+                "nemesis": ("packet",),
+                "packet": "rate=1mbit",
+                "schedule": ({"at": 0, "f": "start-packet", "value": {"nodes": ["b1"]}},),
+            },
+            "drop one of the two",
+        ),
+    ],
+)
+def test_a_packet_shaping_that_cannot_apply_is_refused_saying_why(
+    spec: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(UserError, match=message):
+        TestSpec(runtime="docker", **spec)
 
 
 def test_role_targets_and_grudges_are_checked_before_anything_starts() -> None:

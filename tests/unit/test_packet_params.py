@@ -13,6 +13,7 @@ from nemesis.net import (
     PacketNemesis,
     netem_arguments,
     netem_params,
+    parsed_packet,
     rate_bits_per_second,
     shaping_qdisc,
 )
@@ -47,6 +48,26 @@ def test_a_rate_limit_alone_is_a_token_bucket_and_anything_more_is_netem() -> No
     assert shaping_qdisc({"rate": "1gbit"}).split()[4] == str(10**9 // 8 // 250)  # 4 ms
     assert shaping_qdisc({"rate": "1mbit", "loss_pct": 1}) == "netem loss 1% rate 1mbit"
     assert shaping_qdisc({"delay_ms": 50, "jitter_ms": 10}) == "netem delay 50ms 10ms"
+
+
+def test_packet_options_read_as_op_parameters() -> None:
+    assert parsed_packet("rate=200kbit") == {"rate": "200kbit"}
+    assert parsed_packet("delay_ms=100, loss_pct=2.5") == {"delay_ms": 100, "loss_pct": 2.5}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("rate", "key=value"),
+        ("delay_ms=x", "must be a number"),
+        ("delay_ms=-1", "from 0 to"),
+        ("jitter_ms=nan", "from 0 to"),
+        ("rate=fast", "rate must be"),
+    ],
+)
+def test_a_packet_option_that_cannot_apply_says_what_to_give(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parsed_packet(text)
 
 
 class _Untouchable:
