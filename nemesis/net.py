@@ -309,11 +309,8 @@ def parsed_packet(text: str) -> dict[str, Any]:
             number = float(raw)
         except ValueError:
             raise ValueError(f"{key} must be a number, got {raw!r}") from None
-        top = 100.0 if key.endswith("_pct") else 3_600_000.0  # a percentage, or ms
-        if not 0 <= number <= top:  # NaN and infinity too
-            raise ValueError(f"{key} must be from 0 to {top:.0f}, got {raw!r}")
         params[key] = int(number) if number.is_integer() else number
-    return netem_params(params)
+    return netem_params(params)  # ranges checked as every start-packet op's are
 
 
 def netem_params(value: dict[str, Any]) -> dict[str, Any]:
@@ -337,6 +334,9 @@ def shaping_qdisc(params: dict[str, Any]) -> str:
 
 def netem_arguments(params: dict[str, Any]) -> str:
     """tc netem arguments for the op's parameters (reorder needs a delay to act on)."""
+    for key in NETEM_KEYS:
+        if key in params:
+            _check_number(key, params[key])
     parts = []
     if "delay_ms" in params:
         parts.append(f"delay {params['delay_ms']}ms {params.get('jitter_ms', 0)}ms")
@@ -354,6 +354,17 @@ def netem_arguments(params: dict[str, Any]) -> str:
     if "reorder_pct" in params and "delay_ms" not in params:
         raise ValueError("netem reorders by delaying the other packets: give delay_ms too")
     return " ".join(parts)
+
+
+MAX_DELAY_MS = 3_600_000
+
+
+def _check_number(key: str, value: object) -> None:
+    """A percentage from 0 to 100, or milliseconds from 0 to an hour (NaN refused too)."""
+    top = 100 if key.endswith("_pct") else MAX_DELAY_MS
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not 0 <= value <= top:  # type: ignore[operator]
+        raise ValueError(f"{key} must be a number from 0 to {top}, got {value!r}")
 
 
 RATE_UNITS = {

@@ -108,6 +108,7 @@ class SimZooKeeper:
         self._loop.call_later(timeout, self.close_session, session)
 
     def heartbeat(self, session: int, client: SimZkClient) -> None:
+        """Watch `session`: it lives only while `client.node` can reach ZooKeeper."""
         self._heartbeating[session] = client
 
     def reachability_changed(self) -> None:

@@ -121,6 +121,7 @@ def _bkchaos(*args: str) -> int:
         ('[{"at": 2, "f": "kill", "value": {"nodes": ["b1"]}}, {"at": 1}]', "step 1"),
         ('[{"at": 0, "f": "start-packet", "value": {"nodes": ["b1"], "rate": "fast"}}]', "mbit"),
         ('[{"at": 0, "f": "start-packet", "value": {"nodes": ["b1"], "reorder_pct": 5}}]', "delay"),
+        ('[{"at": 0, "f": "start-packet", "value": {"nodes": ["b1"], "delay_ms": "9"}}]', "number"),
     ],
 )
 def test_bad_schedule_files_exit_254_saying_what_to_do(
