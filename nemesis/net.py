@@ -30,6 +30,10 @@ from nemesis.nodeops import NodeRuntime, on_node
 
 CHAIN = "BKCHAOS"
 PROBE_TIMEOUT_S = 1.0
+SETTLE_PROBES = 5
+SETTLE_PAUSE_S = 0.5
+"""A partition's probes are repeated up to SETTLE_PROBES times, this far apart, before a
+disagreement is final (a reconnected network interface takes a moment to carry traffic)."""
 NETEM_DEFAULTS = {"delay_ms": 50, "jitter_ms": 10}
 NETEM_KEYS = ("delay_ms", "jitter_ms", "loss_pct", "duplicate_pct", "reorder_pct", "corrupt_pct")
 DELAY_SLACK_MS = 5.0
@@ -119,15 +123,18 @@ class PartitionNemesis:
         names = [n.name for n in self.runtime.nodes]
         roles = {n.name: n.role for n in self.runtime.nodes}
         cut = grudge(value.get("grudge", "isolate"), names, roles, self.rng, value.get("nodes", ()))
+        net_admin = _has_net_admin(self.runtime)
+        isolated = None if net_admin else _only_isolated(cut, names)  # refused before acting
         if self.touched or self.disconnected:  # one partition at a time: the new replaces it
             await self._heal()
-        if not _has_net_admin(self.runtime):
-            await self._disconnect(cut, names)
+        if isolated is not None:
+            runtime: DisconnectingRuntime = self.runtime  # type: ignore[assignment]
+            await asyncio.to_thread(runtime.disconnect, isolated)
+            self.disconnected.add(isolated)
             value["mechanism"] = f"docker network disconnect ({NO_NET_ADMIN}: isolation only)"
         else:
             await self._drop(cut)
-        probes = await probe_all(self.runtime)
-        _check(probes, cut)
+        probes = await _probe_until_settled(self.runtime, cut)
         value["grudge"] = {n: sorted(d) for n, d in sorted(cut.items())}
         return {**value, "proof": {pair: p["result"] for pair, p in sorted(probes.items())}}
 
@@ -143,20 +150,6 @@ class PartitionNemesis:
                 self.runtime, node, f"iptables -N {CHAIN} && iptables -I INPUT -j {CHAIN}{rules}"
             )
 
-    async def _disconnect(self, cut: Grudge, names: list[str]) -> None:
-        """Without iptables only a node's whole network can go: the grudge must cut one
-        node off from every other node (and nothing else), or it is refused as unproven."""
-        isolated = [n for n in names if set(cut.get(n, ())) == set(names) - {n}]
-        others = set(names) - set(isolated)
-        if len(isolated) != 1 or any(set(cut.get(n, ())) != set(isolated) for n in others):
-            raise FaultNotProven(
-                f"{NO_NET_ADMIN}; docker network disconnect can only isolate one node "
-                f"from all others, not this grudge { ({n: sorted(d) for n, d in cut.items()}) }"
-            )
-        runtime: DisconnectingRuntime = self.runtime  # type: ignore[assignment]
-        await asyncio.to_thread(runtime.disconnect, isolated[0])
-        self.disconnected.add(isolated[0])
-
     async def _heal(self) -> dict[str, Any]:
         """Remove our chain from every node we touched and reconnect every node we took
         off the network; probe that everything passes."""
@@ -171,14 +164,41 @@ class PartitionNemesis:
                 f"iptables -D INPUT -j {CHAIN} && iptables -F {CHAIN} && iptables -X {CHAIN}",
             )
         self.touched.clear()
-        probes = await probe_all(self.runtime)
-        _check(probes, {})
+        probes = await _probe_until_settled(self.runtime, {})
         return {pair: p["result"] for pair, p in sorted(probes.items())}
 
     async def heal(self) -> list[dict[str, Any]]:
         if not self.touched and not self.disconnected:
             return []
         return [{"f": "stop-partition", "proof": await self._heal()}]
+
+
+def _only_isolated(cut: Grudge, names: list[str]) -> str:
+    """Without iptables only a node's whole network can go: the grudge must cut one node
+    off from every other node (and nothing else), or it is refused as unproven."""
+    isolated = [n for n in names if set(cut.get(n, ())) == set(names) - {n}]
+    others = set(names) - set(isolated)
+    if len(isolated) != 1 or any(set(cut.get(n, ())) != set(isolated) for n in others):
+        raise FaultNotProven(
+            f"{NO_NET_ADMIN}; docker network disconnect can only isolate one node "
+            f"from all others, not this grudge { ({n: sorted(d) for n, d in cut.items()}) }"
+        )
+    return isolated[0]
+
+
+async def _probe_until_settled(runtime: NetRuntime, cut: Grudge) -> dict[str, dict[str, Any]]:
+    """Probe until every pair behaves as `cut` says, a few times at most: a node put back
+    on the network (`docker network connect`) answers a moment later, not at once."""
+    for _ in range(SETTLE_PROBES - 1):
+        probes = await probe_all(runtime)
+        try:
+            _check(probes, cut)
+            return probes
+        except FaultNotProven:
+            await asyncio.sleep(SETTLE_PAUSE_S)
+    probes = await probe_all(runtime)
+    _check(probes, cut)
+    return probes
 
 
 def _check(probes: dict[str, dict[str, Any]], cut: Grudge) -> None:
