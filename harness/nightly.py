@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -400,7 +401,7 @@ def replay_command(spec: TestSpec, run_dir: Path | None) -> str:
             args += [flag] if value else []
         elif value != ("" if param.default is None else param.default):  # "": not given
             args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
-    return " ".join(args)
+    return shlex.join(args)  # a grudge's JSON or a --packet with spaces stays one word
 
 
 def store_name(text: str) -> str:

@@ -32,3 +32,15 @@ def test_replay_rebuilds_flags_numbers_and_lists() -> None:
 def test_a_flag_left_off_is_not_written() -> None:
     assert "--guaranteed-write-quorum" not in replay_command(TestSpec(), None)
     assert parsed(replay_command(TestSpec(), None))["guaranteed_write_quorum"] is False
+
+
+def test_values_with_spaces_and_quotes_stay_one_word() -> None:
+    """What the user pastes back must rebuild the same grudge and packet shaping."""
+    spec = TestSpec(
+        runtime="docker",
+        nemesis=("partition", "packet"),
+        grudge='{"b1": ["b2", "zk1"]}',
+        packet="delay_ms=100, loss_pct=5",
+    )
+    params = parsed(replay_command(spec, None))
+    assert params["grudge"] == spec.grudge and params["packet"] == spec.packet
