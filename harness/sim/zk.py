@@ -24,7 +24,6 @@ sessions own no ephemeral node and are not watched.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,6 +105,10 @@ class SimZooKeeper:
         self._heartbeating.pop(session, None)
         self._cut_off.pop(session, None)
         self._loop.call_later(timeout, self.close_session, session)
+
+    def soon_as(self, node: str, fn: Callable[[], None]) -> None:
+        """Run `fn` soon as `node`'s own work (held back while the node is paused)."""
+        self._loop.call_soon(fn, context=self._loop.network.context(node))
 
     def heartbeat(self, session: int, client: SimZkClient) -> None:
         """Watch `session`: it lives only while `client.node` can reach ZooKeeper."""
@@ -268,9 +271,7 @@ class SimZkClient:
             self._notify(KazooState.CONNECTED)
 
         assert self.node is not None
-        context = contextvars.Context()
-        context.run(CURRENT_NODE.set, self.node)
-        asyncio.get_running_loop().call_soon(reconnect, context=context)
+        self._server.soon_as(self.node, reconnect)
 
     def _notify(self, state: str) -> None:
         for listener in list(self._listeners):
