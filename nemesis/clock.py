@@ -65,6 +65,7 @@ class ClockNemesis:
         self.rng = random.Random(seed)
         self.skewed: set[str] = set()
         self.strobes: dict[str, asyncio.Task[None]] = {}
+        self.writes: dict[str, asyncio.Future[None]] = {}
 
     async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         f, value = op["f"], dict(op.get("value") or {})
@@ -98,19 +99,33 @@ class ClockNemesis:
         return path
 
     async def _set(self, node: str, delta: float) -> None:
-        """Replace the offset file atomically: a reader never sees it half written."""
+        """Replace the offset file atomically: a reader never sees it half written.
+
+        The write runs in a thread, which cancelling its awaiter does not stop; it is
+        kept (`writes`) so a stopped strobe's last write can be waited for."""
+        write = asyncio.ensure_future(asyncio.to_thread(self._write, node, delta))
+        self.writes[node] = write
+        await asyncio.shield(write)
+
+    def _write(self, node: str, delta: float) -> None:
         path = shlex.quote(self._file(node))
         script = f"printf '%+.3f\\n' {delta} > {path}.tmp && mv {path}.tmp {path}"
-        code, out = await asyncio.to_thread(self.runtime.exec, node, ["sh", "-c", script])
+        code, out = self.runtime.exec(node, ["sh", "-c", script])
         if code != 0:
             raise FaultNotProven(f"cannot write {path} on {node}: {out.strip()}")
 
     async def _stop_strobe(self, node: str) -> None:
+        """Stop a node's strobe and let the write it has in flight land first: a late
+        strobe write racing ours would share the temporary file or undo our offset."""
         task = self.strobes.pop(node, None)
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, FaultNotProven):
                 await task
+        in_flight = self.writes.pop(node, None)
+        if in_flight is not None:
+            with contextlib.suppress(FaultNotProven):
+                await in_flight
 
     async def _prove(self, node: str, want: float) -> dict[str, Any]:
         path = self._file(node)
