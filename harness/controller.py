@@ -17,11 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harness.agent_client import AgentConnection
-from harness.generator import PENDING, Context, Generator, clients, interleave, nemesis
+from harness.generator import Context, Generator, Pending, clients, interleave, nemesis
 from harness.history import HistoryWriter
 from nemesis.base import Nemesis
 
 IDLE_POLL_S = 0.01
+"""How soon a worker asks again when the generator waits on something other than the clock."""
+MIN_WAIT_S = 1e-6
+"""The shortest wait for a due time: a loop timer within its clock's resolution fires at
+once, without time moving, and the generator would answer the same wait again."""
 FINAL_READ_ATTEMPTS = 5
 FINAL_READ_BACKOFF_S = 2.0
 
@@ -68,6 +72,8 @@ class Controller:
     connect: Callable[[str, str, int], Any] = AgentConnection
     """Opens a worker's connection to an agent (the sim runtime's agents are in-process)."""
     _outstanding: int = 0
+    _sleepers: set[asyncio.Future[None]] = field(default_factory=set)
+    """Workers waiting for a generator's due time; a worker that finishes wakes them."""
 
     async def run(self) -> None:
         client_rng = random.Random(self.seed)
@@ -105,14 +111,43 @@ class Controller:
         process = worker
         try:
             while (op := gen.op(self._context(process, rng))) is not None:
-                if op is PENDING:
-                    await asyncio.sleep(IDLE_POLL_S)
+                if isinstance(op, Pending):
+                    await self._idle(op)
                     continue
                 kind = await self._execute(conn, process, op)
                 if kind == "info":
                     process += self.concurrency
         finally:
             conn.close()
+            self._wake_sleepers()
+
+    async def _idle(self, pending: Pending) -> None:
+        """Wait until the generator's answer may change: its due time (or a worker's end,
+        which may end the whole generator), or soon when it waits on no clock."""
+        if pending.until is None:
+            await asyncio.sleep(IDLE_POLL_S)
+            return
+        delay = pending.until - self.history.elapsed_s()
+        if delay <= 0:  # a time already come, answered as a wait: poll, never spin on it
+            await asyncio.sleep(IDLE_POLL_S)
+            return
+        loop = asyncio.get_running_loop()
+        wake: asyncio.Future[None] = loop.create_future()
+        timer = None
+        if delay < float("inf"):
+            timer = loop.call_later(max(delay, MIN_WAIT_S), wake.set_result, None)
+        self._sleepers.add(wake)
+        try:
+            await wake
+        finally:
+            self._sleepers.discard(wake)
+            if timer is not None:
+                timer.cancel()
+
+    def _wake_sleepers(self) -> None:
+        for wake in self._sleepers:
+            if not wake.done():
+                wake.set_result(None)
 
     async def _execute(self, conn: AgentConnection, process: int, op: dict[str, Any]) -> str:
         value = op.get("value") or {}
@@ -130,11 +165,14 @@ class Controller:
         return kind
 
     async def _nemesis_worker(self, gen: Generator, rng: random.Random) -> None:
-        while (op := gen.op(self._context("nemesis", rng))) is not None:
-            if op is PENDING:
-                await asyncio.sleep(IDLE_POLL_S)
-                continue
-            await self._fault(op)
+        try:
+            while (op := gen.op(self._context("nemesis", rng))) is not None:
+                if isinstance(op, Pending):
+                    await self._idle(op)
+                    continue
+                await self._fault(op)
+        finally:
+            self._wake_sleepers()
 
     async def _fault(self, op: dict[str, Any]) -> None:
         self.history.record("invoke", "nemesis", op["f"], op.get("value"))

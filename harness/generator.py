@@ -1,10 +1,13 @@
 """Composable, seeded operation generators, in the spirit of Jepsen's `generator`.
 
 A generator is asked, again and again, for the next operation for one process at one
-moment; it answers an op (a dict with at least "f"), `PENDING` (nothing for now — ask
-again later) or `None` (exhausted, for good). Generators are small values combined with
-methods (`.limit(n)`, `.time_limit(s)`, `.stagger(s)`, `.then(g)`) and functions (`mix`,
-`phases`, `clients`, `nemesis`, `each_process`, `interleave`).
+moment; it answers an op (a dict with at least "f"), a `Pending` (nothing for now: ask
+again at its `until`, or soon — `PENDING` — when what it waits for is not the clock) or
+`None` (exhausted, for good). Saying when the next op is due lets a worker sleep until
+then rather than poll, which is most of what an idle simulated second costs.
+Generators are small values combined with methods (`.limit(n)`, `.time_limit(s)`,
+`.stagger(s)`, `.then(g)`) and functions (`mix`, `phases`, `clients`, `nemesis`,
+`each_process`, `interleave`).
 
 Randomness comes only from `Context.rng`, one seeded `random.Random` per test, and time
 only from `Context.time`, so the same seed and the same sequence of asks give the same
@@ -14,6 +17,7 @@ run (a test stores the recipe, not the generator).
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,15 +26,32 @@ from typing import Any
 Op = dict[str, Any]
 
 
-class _Pending:
+@dataclass(frozen=True)
+class Pending:
+    """Nothing for this asker now. `until`: the generator time before which the answer
+    cannot change (math.inf: not while the generator lives); None: it waits on something
+    other than the clock (in-flight ops, a workload's state), so ask again soon."""
+
+    until: float | None = None
+
     def __repr__(self) -> str:
-        return "PENDING"
+        return "PENDING" if self.until is None else f"Pending(until={self.until})"
 
 
-PENDING: Any = _Pending()
-"""Nothing to do right now; ask again later."""
+PENDING = Pending()
+"""Nothing to do right now; ask again soon."""
 
-Answer = Any  # Op | PENDING | None
+NOT_FOR_THIS_ASKER = Pending(math.inf)
+"""What a generator for other processes answers: only the whole run's end changes it."""
+
+Answer = Any  # Op | Pending | None
+
+
+def sooner(a: Pending, b: Pending) -> Pending:
+    """The earlier of two waits; one that is not on the clock is the earliest of all."""
+    if a.until is None or b.until is None:
+        return PENDING
+    return a if a.until <= b.until else b
 
 
 @dataclass
@@ -105,7 +126,7 @@ class Limit(Generator):
         if self.remaining <= 0:
             return None
         answer = self.inner.op(ctx)
-        if answer is not None and answer is not PENDING:
+        if answer is not None and not isinstance(answer, Pending):
             self.remaining -= 1
         return answer
 
@@ -121,9 +142,13 @@ class TimeLimit(Generator):
     def op(self, ctx: Context) -> Answer:
         if self.start is None:
             self.start = ctx.time
-        if ctx.time - self.start >= self.seconds:
+        end = self.start + self.seconds
+        if ctx.time >= end:
             return None
-        return self.inner.op(ctx)
+        answer = self.inner.op(ctx)
+        if isinstance(answer, Pending) and answer.until is not None and answer.until > end:
+            return Pending(end)
+        return answer
 
 
 @dataclass
@@ -136,9 +161,9 @@ class Stagger(Generator):
 
     def op(self, ctx: Context) -> Answer:
         if self.next_time is not None and ctx.time < self.next_time:
-            return PENDING
+            return Pending(self.next_time)
         answer = self.inner.op(ctx)
-        if answer is not None and answer is not PENDING:
+        if answer is not None and not isinstance(answer, Pending):
             self.next_time = ctx.time + ctx.rng.uniform(0, 2 * self.seconds)
         return answer
 
@@ -190,14 +215,14 @@ def phases(*gens: Generator) -> Generator:
 
 @dataclass
 class OnProcesses(Generator):
-    """Answers only the processes `accept` admits; others get PENDING while it lives."""
+    """Answers only the processes `accept` admits; others wait while it lives."""
 
     accept: Callable[[int | str], bool]
     inner: Generator
 
     def op(self, ctx: Context) -> Answer:
         if not self.accept(ctx.process):
-            return PENDING
+            return NOT_FOR_THIS_ASKER
         return self.inner.op(ctx)
 
 
@@ -231,20 +256,24 @@ def each_process(make: Callable[[int | str], Generator]) -> Generator:
 class Interleave(Generator):
     """Client and nemesis generators side by side; exhausted when every part is.
 
-    A part that has nothing for this asker (PENDING) does not end the whole: the asker
-    waits; the combined generator only ends once no part has anything left for anyone.
+    A part that has nothing for this asker (a `Pending`) does not end the whole: the asker
+    waits for the soonest part; the combined generator only ends once no part has anything
+    left for anyone.
     """
 
     parts: list[Generator]
 
     def op(self, ctx: Context) -> Answer:
+        wait: Pending | None = None
         for gen in list(self.parts):
             answer = gen.op(ctx)
             if answer is None:
                 self.parts.remove(gen)
-            elif answer is not PENDING:
+            elif not isinstance(answer, Pending):
                 return answer
-        return PENDING if self.parts else None
+            else:
+                wait = answer if wait is None else sooner(wait, answer)
+        return wait
 
 
 def interleave(*gens: Generator) -> Generator:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.generator import PENDING, Answer, Context, Generator
+from harness.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
 from nemesis.schedule import START_STOP, Targets, _op, check_kinds_and_nodes
 
 CLUSTER_WIDE = ("partition", "packet")
@@ -45,9 +45,14 @@ class CombinedCycle(Generator):
     def _hold(self, ctx: Context) -> float:
         return ctx.rng.uniform(0.5, 1.5) * self.interval
 
+    def _next_change(self) -> Pending:
+        """When this schedule next has something to do: a fault's stop or the next start."""
+        assert self.next_start is not None
+        return Pending(min([self.next_start, *(end for _, end in self.active.values())]))
+
     def op(self, ctx: Context) -> Answer:
         if not ctx.is_nemesis:
-            return PENDING
+            return NOT_FOR_THIS_ASKER
         if self.next_start is None:
             self.next_start = ctx.time + self._hold(ctx)
         due = sorted((end, nodes) for nodes, (_, end) in self.active.items() if end <= ctx.time)
@@ -56,7 +61,7 @@ class CombinedCycle(Generator):
             kind, _ = self.active.pop(nodes)
             return _op(START_STOP[kind][1], nodes)
         if ctx.time < self.next_start:
-            return PENDING
+            return self._next_change()
         self.next_start = ctx.time + self._hold(ctx)
         busy = {n for nodes in self.active for n in nodes}
         free = [n for n in self.nodes if n not in busy]
@@ -65,11 +70,11 @@ class CombinedCycle(Generator):
             self.bag = ctx.rng.sample(self.kinds, len(self.kinds))
         kinds = [k for k in self.bag if k not in CLUSTER_WIDE or k not in busy_kinds]
         if len(self.active) >= self.max_overlap or not free or not kinds:
-            return PENDING
+            return self._next_change()
         assert self.targets is not None
         nodes = self.targets.draw(ctx.rng, free)
         if nodes is None:
-            return PENDING
+            return self._next_change()
         kind = kinds[0]
         self.bag.remove(kind)
         self.active[nodes] = (kind, ctx.time + self._hold(ctx))

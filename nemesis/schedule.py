@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.generator import PENDING, Answer, Context, Generator
+from harness.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
 from nemesis.net import netem_params
 
 START_STOP = {
@@ -95,18 +95,18 @@ class FaultCycle(Generator):
 
     def op(self, ctx: Context) -> Answer:
         if not ctx.is_nemesis:
-            return PENDING
+            return NOT_FOR_THIS_ASKER
         if self.next_time is None:
             self.next_time = ctx.time + self.interval
         if ctx.time < self.next_time:
-            return PENDING
+            return Pending(self.next_time)
         self.next_time = ctx.time + self.interval
         assert self.targets is not None
         if self.active is None:
             kind = ctx.rng.choice(self.kinds)
             nodes = self.targets.draw(ctx.rng, list(self.nodes))
             if nodes is None:
-                return PENDING
+                return Pending(self.next_time)
             self.active = (kind, nodes)
             return self.targets.start_op(kind, nodes, ctx.rng)
         kind, nodes = self.active
@@ -178,13 +178,14 @@ class ScheduleReplay(Generator):
 
     def op(self, ctx: Context) -> Answer:
         if not ctx.is_nemesis:
-            return PENDING
+            return NOT_FOR_THIS_ASKER
         if self.start is None:
             self.start = ctx.time
         if self.position >= len(self.steps):
             return None
+        due = self.start + self.steps[self.position]["at"]
+        if ctx.time < due:  # the very sum it answers: no rounding can keep it pending
+            return Pending(due)
         step = self.steps[self.position]
-        if ctx.time - self.start < step["at"]:
-            return PENDING
         self.position += 1
         return {"f": step["f"], "value": dict(step["value"])}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from harness.errors import UserError
-from harness.generator import Context, Generator
+from harness.generator import Context, Generator, Pending
 from harness.testspec import TestSpec, parsed_grudge
 from nemesis.combined import CombinedCycle
 from nemesis.net import parsed_packet
@@ -128,3 +128,23 @@ def test_writer_targets_hit_every_bookie_the_live_callable_names() -> None:
     assert kills == [["b1", "b2", "b3"], ["b2", "b4", "b5"]]  # none while no ledger is open
     restarts = [op["value"]["nodes"] for op in ops if op["f"] == "restart"]
     assert restarts == kills[: len(restarts)]
+
+
+@pytest.mark.parametrize(
+    "cycle",
+    [FaultCycle(("kill",), BOOKIES, 2.0), CombinedCycle(("kill", "pause"), BOOKIES, 2.0)],
+    ids=["one kind", "combined"],
+)
+def test_asked_only_when_they_say_a_fault_is_due_schedules_keep_cycling(cycle) -> None:
+    """The nemesis worker sleeps until the time a schedule answers; every answer is in the
+    future, and asking only then still starts and stops faults all run long."""
+    rng, t, ops = random.Random(1), 0.0, []
+    while t < 60:
+        answer = cycle.op(Context(t, "nemesis", rng, 0))
+        if isinstance(answer, Pending):
+            assert answer.until is not None and answer.until > t
+            t = answer.until
+        else:
+            ops.append(answer)
+    assert len([op for op in ops if op["f"] in STARTS]) >= 10
+    assert len([op for op in ops if op["f"] not in STARTS]) >= 10

@@ -6,8 +6,10 @@ import itertools
 import random
 
 from harness.generator import (
+    NOT_FOR_THIS_ASKER,
     PENDING,
     Context,
+    Pending,
     Repeat,
     clients,
     each_process,
@@ -30,7 +32,7 @@ def drain(gen, process=0, seed=1, step=0.0, outstanding=0, max_asks=10_000):
         answer = gen.op(Context(t, process, rng, outstanding))
         if answer is None:
             return ops
-        if answer is not PENDING:
+        if not isinstance(answer, Pending):
             ops.append(answer)
         t += step
     raise AssertionError("generator never ended")
@@ -49,6 +51,29 @@ def test_time_limit_counts_from_the_first_ask() -> None:
 def test_stagger_spaces_ops_and_averages_its_period() -> None:
     ops = drain(counter("a").stagger(0.5).time_limit(100.0), step=0.01, max_asks=20_000)
     assert 150 < len(ops) < 250
+
+
+def test_a_waiting_generator_says_when_its_next_op_is_due() -> None:
+    """A worker sleeps until the due time instead of polling: the stagger's next op, capped
+    by the time limit, the soonest of interleaved parts, and no clock when one part waits on
+    something else (in-flight ops)."""
+    rng = random.Random(1)
+    staggered = counter("a").stagger(100.0).time_limit(5.0)
+    assert staggered.op(Context(0.0, 0, rng))["f"] == "a"
+    assert staggered.op(Context(0.1, 0, rng)) == Pending(5.0)  # next op after the end
+
+    gen = counter("a").stagger(1.0)
+    gen.op(Context(0.0, 0, rng))
+    due = gen.op(Context(0.0, 0, rng))
+    assert isinstance(due, Pending) and 0.0 < due.until < 2.0
+    assert gen.op(Context(due.until, 0, rng))["f"] == "a"
+
+    waits_on_ops = phases(counter("x").limit(1), counter("y"))
+    waits_on_ops.op(Context(0.0, 0, rng))
+    soon = interleave(clients(gen), clients(waits_on_ops))
+    assert soon.op(Context(0.0, 0, rng, outstanding=1)) is PENDING
+    timed = interleave(clients(gen), nemesis(counter("kill")))
+    assert timed.op(Context(0.0, 0, rng)) == Pending(gen.next_time)
 
 
 def test_same_seed_same_ops_different_seed_different_ops() -> None:
@@ -77,7 +102,7 @@ def test_clients_and_nemesis_are_routed() -> None:
     rng = random.Random(1)
     assert gen.op(Context(0, "nemesis", rng))["f"] == "kill"
     assert gen.op(Context(0, 0, rng))["f"] == "append"
-    assert gen.op(Context(0, "nemesis", rng)) is PENDING  # its part is done, the clients' not
+    assert gen.op(Context(0, "nemesis", rng)) is NOT_FOR_THIS_ASKER  # the clients' part lives
     assert [gen.op(Context(0, 1, rng))["f"] for _ in range(2)] == ["append", "append"]
     assert gen.op(Context(0, 1, rng)) is None
     assert gen.op(Context(0, "nemesis", rng)) is None

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from harness.cli import main
-from harness.generator import PENDING, Context
+from harness.generator import NOT_FOR_THIS_ASKER, Context, Pending
 from harness.testspec import TestSpec
 from nemesis.schedule import START_STOP, STEP_KIND, ScheduleReplay
 from nemesis.strategies import AVAILABLE_KINDS, fault_schedules
@@ -95,12 +95,12 @@ def test_replay_plays_each_step_at_its_time_after_the_first_ask() -> None:
     def ask(t: float, process: int | str = "nemesis") -> object:
         return replay.op(Context(t, process, rng))
 
-    assert ask(100.0) is PENDING  # the first ask starts the schedule's clock
-    assert ask(100.9) is PENDING
-    assert ask(101.0, process=0) is PENDING  # clients never get faults
+    assert ask(100.0) == Pending(101.0)  # the first ask starts the schedule's clock
+    assert ask(100.9) == Pending(101.0)
+    assert ask(101.0, process=0) is NOT_FOR_THIS_ASKER  # clients never get faults
     assert ask(101.0) == {"f": "kill", "value": {"nodes": ["b1"]}}
     assert ask(101.0) == {"f": "pause", "value": {"nodes": ["b2"]}}
-    assert ask(102.0) is PENDING
+    assert ask(102.0) == Pending(102.5)
     assert ask(103.0) == {"f": "restart", "value": {"nodes": ["b1"]}}
     assert ask(104.0) is None
 
