@@ -164,6 +164,8 @@ class Journal:
         self._task: asyncio.Task[None] | None = None
         self.durable: Position = (self._seq, 0)
         self.batches = 0
+        self.wrote = asyncio.Event()
+        """Set after each batch is written (or failed): what a stats reporter waits for."""
         self._writing = False
 
     def start(self) -> None:
@@ -219,6 +221,7 @@ class Journal:
             finally:
                 self._writing = False
             self.batches += 1
+            self.wrote.set()
             for _, done in batch:
                 try:
                     done(error)

@@ -28,11 +28,9 @@ from .files import FileLayer, OsFileLayer
 from .journal import BadRecord, Journal, replay
 from .registry import Registry
 from .server import BookieConnection
-from .storage import Store
+from .storage import PILE_UP_BYTES, Store
 
 CHECKPOINT_INTERVAL_S = 1.0
-CHECKPOINT_POLL_S = 0.1
-CHECKPOINT_BYTES = 64 * 1024 * 1024  # unflushed entry bytes that trigger an early checkpoint
 DISK_CHECK_INTERVAL_S = 1.0
 STATS_INTERVAL_S = 0.5
 ZK_START_TIMEOUT_S = 30.0
@@ -80,6 +78,8 @@ class BookieService:
             cfg.zk, cfg.zk_ledgers_root, cfg.bookie_id, cfg.host, cfg.port, zk_client
         )
         self._stop = asyncio.Event()
+        self._checkpoint_now = asyncio.Event()
+        """Set on stopping and when entries pile up in memory: wakes the checkpoint loop."""
         self._cleanup = contextlib.AsyncExitStack()
         self._registration: asyncio.Task[None] | None = None
 
@@ -132,7 +132,7 @@ class BookieService:
         await self.offload.run(self._check_cookies)
 
         try:
-            self.store = Store(self.ledger_files, self.offload)
+            self.store = Store(self.ledger_files, self.offload, self._checkpoint_now.set)
         except sqlite3.DatabaseError as exc:
             raise StartupError(
                 f"the ledger index in {cfg.ledger_dirs[0]} is unreadable ({exc}); this bookie "
@@ -241,14 +241,19 @@ class BookieService:
         """Checkpoint every interval, or sooner when unflushed entries pile up in memory,
         until stopping; it ends by itself, never cancelled (a cancelled checkpoint would
         leave its flush thread running)."""
-        last = self.clock.monotonic()
+        due_at = self.clock.monotonic() + CHECKPOINT_INTERVAL_S
         while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), CHECKPOINT_POLL_S)
-            due = self.clock.monotonic() - last >= CHECKPOINT_INTERVAL_S
-            if due or self.store.pending_bytes >= CHECKPOINT_BYTES:
+            try:
+                wait = max(due_at - self.clock.monotonic(), 0.0)
+                await asyncio.wait_for(self._checkpoint_now.wait(), wait)
+            except TimeoutError:
+                due = True  # the loop's own timer says so: no clock arithmetic to round
+            else:
+                self._checkpoint_now.clear()
+                due = self.store.pending_bytes >= PILE_UP_BYTES
+            if due:
                 await self.checkpoint()
-                last = self.clock.monotonic()
+                due_at = self.clock.monotonic() + CHECKPOINT_INTERVAL_S
 
     async def checkpoint(self) -> None:
         if not self.store.needs_checkpoint:
@@ -262,18 +267,20 @@ class BookieService:
             self.bookie.io_failed("checkpoint", exc)
 
     async def _stats(self) -> None:
-        last = None
+        """A `journal-stats` line once the journal has written, at most one per interval:
+        an idle bookie neither logs nor wakes."""
         while True:
+            await self.journal.wrote.wait()
+            self.journal.wrote.clear()
+            fsyncs, batches = self.journal_files.syncs, self.journal.batches
+            self.events.emit("journal-stats", fsyncs=fsyncs, batches=batches)
             await asyncio.sleep(STATS_INTERVAL_S)
-            now = (self.journal_files.syncs, self.journal.batches)
-            if now != last:
-                last = now
-                self.events.emit("journal-stats", fsyncs=now[0], batches=now[1])
 
     async def stop(self) -> None:
         """Unregister, stop serving, drain the journal, checkpoint, close (in that order)."""
         self.events.emit("stopping")
         self._stop.set()
+        self._checkpoint_now.set()
         if self._registration is not None:
             await asyncio.gather(self._registration, return_exceptions=True)
         await self._cleanup.aclose()

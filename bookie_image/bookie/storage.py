@@ -22,7 +22,7 @@ import asyncio
 import sqlite3
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from .env import Offload
@@ -34,6 +34,8 @@ LKey = tuple[int, int]  # (scope, ledger)
 STORE_DIR = "current"
 INDEX = f"{STORE_DIR}/index.sqlite"
 LOG_BYTES = 256 * 1024 * 1024
+PILE_UP_BYTES = 64 * 1024 * 1024
+"""Unflushed entry bytes in memory that call for a checkpoint before the next one is due."""
 _LOG_HEADER = struct.Struct("!II")  # length, crc32: lets a scan tell records apart
 
 
@@ -130,9 +132,16 @@ def _log_name(log_id: int) -> str:
 class Store:
     """Per-ledger state plus entries; `open` it, then `apply_*`, `read` and `checkpoint`."""
 
-    def __init__(self, dirs: Sequence[FileLayer], offload: Offload) -> None:
+    def __init__(
+        self,
+        dirs: Sequence[FileLayer],
+        offload: Offload,
+        on_pile_up: Callable[[], None] | None = None,
+    ) -> None:
+        """`on_pile_up` is called on each entry applied while PILE_UP_BYTES are unflushed."""
         self._dirs = dirs
         self._offload = offload
+        self._on_pile_up = on_pile_up
         self.ledgers: dict[LKey, LedgerState] = {}
         self._layers: list[MemLayer] = [MemLayer()]  # newest first
         self._dirty: set[LKey] = set()
@@ -212,6 +221,8 @@ class Store:
             st.last_entry = max(st.last_entry, entry_id)
         layer.put(lk, entry_id, data)
         self.pending_bytes += len(data)
+        if self.pending_bytes >= PILE_UP_BYTES and self._on_pile_up is not None:
+            self._on_pile_up()
         if piggy_lac > st.piggy_lac:
             st.piggy_lac = piggy_lac
             self._dirty.add(lk)

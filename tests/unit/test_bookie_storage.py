@@ -22,7 +22,7 @@ from bookie_image.bookie.env import InlineOffload, SystemClock, ThreadOffload
 from bookie_image.bookie.events import EventLog
 from bookie_image.bookie.files import MANIFEST, OsFileLayer
 from bookie_image.bookie.journal import Journal, journal_seqs, replay
-from bookie_image.bookie.storage import Store
+from bookie_image.bookie.storage import PILE_UP_BYTES, Store
 from bookie_image.protocol import (
     AddRequest,
     DigestType,
@@ -552,4 +552,32 @@ async def test_seeded_bug_unbounded_no_truncate(tmp_path: Path) -> None:
     assert await add(node, L1, 0, recovery=True, truncate=True) == Status.EOK
     assert (await read(node, L1, 2)).status == Status.EOK  # the dirty entry stays
     assert not node.events_named("truncated")
+    await node.crash()
+
+
+async def test_a_pile_up_of_unflushed_entries_calls_for_a_checkpoint(tmp_path: Path) -> None:
+    """The bookie's checkpoint loop sleeps until its interval is up unless the store calls
+    (`on_pile_up`): at PILE_UP_BYTES unflushed, and not again once a checkpoint took them."""
+    calls: list[int] = []
+    layer = OsFileLayer(tmp_path / "ledgers")
+    layer.root.mkdir(parents=True)
+    store = Store([layer], ThreadOffload(), lambda: calls.append(store.pending_bytes))  # type: ignore[arg-type]
+    lk = (0, 1)
+    store.apply_state(lk, KEY, 0)
+    store.apply_add(lk, 0, b"x" * (PILE_UP_BYTES - 1), -1)
+    assert calls == []
+    store.apply_add(lk, 1, b"x", -1)
+    assert calls == [PILE_UP_BYTES]
+    await store.checkpoint((1, 0))
+    store.apply_add(lk, 2, b"x", -1)
+    assert calls == [PILE_UP_BYTES]
+    store.close()
+
+
+async def test_the_journal_signals_each_written_batch(tmp_path: Path) -> None:
+    """What the bookie's `journal-stats` reporter waits on, instead of polling counters."""
+    node = await Node.open(tmp_path)
+    assert not node.journal.wrote.is_set()
+    await node.call(AddRequest(0, KEY, entry(L1, 0)))
+    assert node.journal.wrote.is_set() and node.journal.batches == 1
     await node.crash()
