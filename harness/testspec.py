@@ -27,17 +27,20 @@ OPT_IN_NEMESES = ("wipe-reset",)
 """Operator errors that really lose acknowledged data: expected to cause anomalies."""
 NETWORK_NEMESES = ("partition", "packet")
 """iptables / tc inside the nodes: they need containers (docs/nemeses.md)."""
-SIM_NEMESES = ("power-loss", "kill", "pause", "partition", "clock", "corrupt", "wipe", "packet")
-"""What the simulation's seeded schedules and its search draw from (harness/sim/nemesis.py).
-It performs `clock-strobe` too, when a test asks for it; kept out of this pool, whose
-seeds the fault suite pins (tests/faults/test_sim_faults.py), so those replay as measured."""
+SIM_NEMESES = (
+    *("power-loss", "kill", "pause", "partition", "clock", "corrupt", "wipe", "packet"),
+    "clock-strobe",
+)
+"""What the simulation performs (harness/sim/nemesis.py), and what its seeded schedules
+and its search draw from. The order matters to the search: Hypothesis shrinks toward the
+first kinds."""
 SIM_CORRUPT_MODES = ("flip", "tail")
 """The `--corruption` modes the simulation performs (not `truncate` anywhere)."""
 RUNTIME_NEMESES = {
     "local": (*NEMESES, *OPT_IN_NEMESES),
     "docker": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),
     "ssh": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),
-    "sim": (*SIM_NEMESES, "clock-strobe"),
+    "sim": SIM_NEMESES,
 }
 """What each runtime can inject; anything else is refused before the run starts."""
 RUNTIMES = tuple(RUNTIME_NEMESES)

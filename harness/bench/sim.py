@@ -3,11 +3,12 @@
 A small cluster (3 bookies, 2 client agents, ledgers E3/WQ2/AQ2, the ledger workload, no
 faults) runs for `seconds` of simulated time at each offered op rate. The speed of a
 simulation depends on how much work the simulated time holds: an idle simulated second
-costs only the timers that fire in it (the controller's generator polls, the bookies'
-checkpoint polls), while each op runs the real client and bookie code over a few
-simulated round trips. So the figures are given per rate, with the CPU cost of one op
-beside them; CPU seconds next to wall seconds because the machine is shared (wall time
-says what a user waits, CPU time what the simulation costs).
+costs only the timers that fire in it (the workers wake when an op is due, each bookie
+checks its disks once a second and checkpoints when there is something to flush), while
+each op runs the real client and bookie code over a few simulated round trips. So the
+figures are given per rate, with the CPU cost of one op beside them; CPU seconds next to
+wall seconds because the machine is shared (wall time says what a user waits, CPU time
+what the simulation costs).
 """
 
 from __future__ import annotations
