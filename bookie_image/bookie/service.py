@@ -267,15 +267,19 @@ class BookieService:
             self.bookie.io_failed("checkpoint", exc)
 
     async def _stats(self) -> None:
-        """A `journal-stats` line at start, then once the journal has written, at most one
-        per interval (so the last write shows within one): an idle bookie neither logs nor
-        wakes."""
+        """A `journal-stats` line at start (a reader's baseline), then once the journal has
+        written, at most one per interval: an idle bookie neither logs nor wakes."""
+
+        def report() -> None:
+            syncs, batches = self.journal_files.syncs, self.journal.batches
+            self.events.emit("journal-stats", fsyncs=syncs, batches=batches)
+
+        report()
         while True:
-            fsyncs, batches = self.journal_files.syncs, self.journal.batches
-            self.events.emit("journal-stats", fsyncs=fsyncs, batches=batches)
-            await asyncio.sleep(STATS_INTERVAL_S)
             await self.journal.wrote.wait()
             self.journal.wrote.clear()
+            report()
+            await asyncio.sleep(STATS_INTERVAL_S)
 
     async def stop(self) -> None:
         """Unregister, stop serving, drain the journal, checkpoint, close (in that order)."""
