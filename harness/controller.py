@@ -124,11 +124,8 @@ class Controller:
     async def _idle(self, pending: Pending) -> None:
         """Wait until the generator's answer may change: its due time (or a worker's end,
         which may end the whole generator), or soon when it waits on no clock."""
-        if pending.until is None:
-            await asyncio.sleep(IDLE_POLL_S)
-            return
-        delay = pending.until - self.history.elapsed_s()
-        if delay <= 0:  # a time already come, answered as a wait: poll, never spin on it
+        delay = None if pending.until is None else pending.until - self.history.elapsed_s()
+        if delay is None or delay <= 0:  # no clock, or a time already come: poll, never spin
             await asyncio.sleep(IDLE_POLL_S)
             return
         loop = asyncio.get_running_loop()
