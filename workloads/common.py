@@ -84,6 +84,10 @@ class Payloads:
         return f"{process}-{next(self._counter)}".ljust(self.size, ".")
 
 
+LOST_WRITER_ERRORS = frozenset({"EFENCED", "ELEDGERCLOSED", "ENOHANDLE"})
+"""Errors that mean someone else already took the ledger over (or it is gone)."""
+
+
 @dataclass
 class BaseWorkload:
     """State every workload keeps: ledgers created, who writes what, what was acked."""

@@ -31,13 +31,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.generator import PENDING, Context
-from workloads.common import BaseWorkload, LedgerConfig
+from workloads.common import LOST_WRITER_ERRORS, BaseWorkload, LedgerConfig
 
 if TYPE_CHECKING:
     from harness.testspec import TestSpec
-
-LOST_WRITER_ERRORS = frozenset({"EFENCED", "ELEDGERCLOSED", "ENOHANDLE"})
-"""Errors that mean someone else already took the ledger over (or it is gone)."""
 
 
 @dataclass

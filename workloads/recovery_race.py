@@ -4,10 +4,14 @@ its writer is still appending.
 A quarter of the workers write (create a ledger, append until fenced, start another).
 Every so often a race starts on one writer's current ledger: each of the other workers,
 as soon as it is free, recovers that ledger — with `recover`, or with a `closed` read,
-which recovers it too — through whichever agent it is on. The recoveries overlap with
-each other and with the writer's appends: fencing, recovery reads, write-back and the
-closing CAS all race. Every closed read must then report the same last entry and the
-same entries, and no acknowledged append may be missing (`divergence`, `lost-append`).
+which recovers it too — through whichever agent it is on. A writer whose add fails on its
+own (no bookies, a timeout: not a fence) abandons its ledger, and the next race is on that
+ledger (the latest such) at once — as brokers compete to take over a topic whose owner
+lost its bookies — while the fault that broke the writer is still on, and its last adds
+may have reached some bookies and not others. The recoveries overlap with each other and
+with the writer's appends: fencing, recovery reads, write-back and the closing CAS all
+race. Every closed read must then report the same last entry and the same entries, and
+no acknowledged append may be missing (`divergence`, `lost-append`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.generator import PENDING, Context
-from workloads.common import BaseWorkload, Op
+from workloads.common import LOST_WRITER_ERRORS, BaseWorkload, Op
 
 
 @dataclass
@@ -31,6 +35,10 @@ class RecoveryRaceWorkload(BaseWorkload):
     """Per op of a worker that does not write: chance it starts a race (if none is on)."""
     race: Race | None = None
     raced: set[Any] = field(default_factory=set)
+    abandoned: Any = None
+    """The latest ledger whose writer gave up on an error of its own: raced next. (Under a
+    fault that leaves too few bookies, writers give up on ledger after ledger; the latest
+    is the one the fault is still acting on.)"""
 
     @property
     def writers(self) -> int:
@@ -45,6 +53,9 @@ class RecoveryRaceWorkload(BaseWorkload):
         if self.worker(p) < self.writers:
             mine = self.writing.get(p)
             return self.create() if mine is None else self.append(ctx, mine)
+        if self.race is None and self.abandoned is not None:
+            self.race, self.abandoned = Race(self.abandoned, self.racers), None
+            self.raced.add(self.race.ledger)
         targets = [lid for lid in self.writing.values() if lid not in self.raced]
         if self.race is None and targets and ctx.rng.random() < self.race_fraction:
             self.race = Race(ctx.rng.choice(targets), self.racers)
@@ -64,4 +75,6 @@ class RecoveryRaceWorkload(BaseWorkload):
         if op["f"] == "create" and kind == "ok":
             self.writing[process] = value["ledger"]
         elif op["f"] == "append" and kind != "ok":
-            self.writing.pop(process, None)  # fenced by the race, or lost: start anew
+            ledger = self.writing.pop(process, None)  # fenced by the race, or lost: start anew
+            if ledger is not None and ledger not in self.raced and error not in LOST_WRITER_ERRORS:
+                self.abandoned = ledger

@@ -71,8 +71,10 @@ EXPOSERS: dict[str, dict[str, Any]] = {
     },
     "metadata-blind-write": {
         "workload": "recovery-race",
-        "nemesis": ("pause", "power-loss"),
-        "bookies": 4,
+        "nemesis": ("kill",),
+        "nemesis_interval": 0.5,
+        "concurrency": 16,
+        "rate": 1000.0,
     },
     "no-journal-fsync": {"workload": "ledger", "nemesis": ("power-loss",)},
     "no-cookie": {"workload": "ledger", "nemesis": ("wipe",)},
@@ -84,6 +86,14 @@ EXPOSERS: dict[str, dict[str, Any]] = {
     "unbounded-no-truncate": {"workload": "unbounded", "nemesis": ("kill", "pause")},
 }
 """The test that should expose each seeded bug (docs/bugs.md, "Exposed by")."""
+
+
+def exposing_run(bug: str) -> dict[str, Any]:
+    """`bug`'s exposing test as `TestSpec` fields (BASE's shared settings, then its own),
+    bug off: fault-suite tests then run exactly what the bench runs, with the bug on (the
+    catch) and off (the clean twin)."""
+    return {**detection_run(), **EXPOSERS[bug]}
+
 
 TARGETS = {"detection_rate": 0.9, "median_seconds_to_detect": 30.0, "false_positives": 0}
 

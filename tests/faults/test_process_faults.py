@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from harness.bench.detect import detection_run
+from harness.bench.detect import detection_run, exposing_run
 from harness.pytest_plugin import Chaos
 from nemesis.strategies import fault_schedules
 
@@ -60,6 +60,24 @@ def test_an_add_acknowledged_by_a_single_bookie_is_caught() -> None:
 def test_recovery_that_counts_unknown_answers_as_negatives_is_caught() -> None:
     """A killed bookie's refused read is no "no such entry": a recovery that counts it as
     one closes the ledger before entries a surviving bookie holds, and they are lost."""
+
+
+@pytest.mark.chaos(**exposing_run("metadata-blind-write"))
+def test_racing_recoveries_under_bookie_kills_agree_on_where_each_ledger_ends() -> None:
+    """Sixteen workers racing to recover writers' ledgers while a bookie dies every second:
+    the closing compare-and-set makes every recovery settle on the first one's end."""
+
+
+@pytest.mark.chaos(
+    bugs=["metadata-blind-write"],
+    expect="invalid",
+    anomalies=["divergence", "lost-append", "truncated-ledger"],
+    test_count=2,  # one 20-s run caught it in each of the runs measured (docs/performance.md)
+    **exposing_run("metadata-blind-write"),
+)
+def test_recoveries_closing_a_ledger_without_compare_and_set_are_caught() -> None:
+    """Racing recoveries of one ledger see different bookies when one dies between their
+    reads; without the compare-and-set each closes the ledger at its own end."""
 
 
 @pytest.mark.chaos(

@@ -110,7 +110,7 @@ def test_ledgers_of_two_scopes_sharing_an_id_are_caught_in_the_simulation() -> N
 
 @pytest.mark.chaos(
     **SIM_RUN,
-    seed=18,
+    seed=2,  # 8 of seeds 1-12 catch it since abandoned ledgers are raced at once
     workload="recovery-race",
     bugs=["metadata-blind-write"],
     expect="invalid",

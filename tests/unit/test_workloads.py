@@ -229,6 +229,17 @@ def test_recovery_race_sends_every_other_worker_to_recover_the_same_ledger() -> 
     assert w.race is None and w.next_op(ctx(1))["value"]["mode"] == "tail"  # raced once
 
 
+def test_recovery_race_races_the_ledger_a_writer_abandoned_on_its_own_error() -> None:
+    w = RecoveryRaceWorkload(concurrency=4, race_fraction=0.0)  # no race drawn by chance
+    complete(w, 0, w.next_op(ctx(0)), ledger=8)
+    append = w.next_op(ctx(0))
+    w.observe(0, append, "info", None, "ENOTENOUGHBOOKIES")
+    assert [w.next_op(ctx(p))["value"]["ledger"] for p in (1, 2, 3)] == [8, 8, 8]
+    complete(w, 0, w.next_op(ctx(0)), ledger=9)
+    complete(w, 0, w.next_op(ctx(0)), "fail")  # fenced: someone took it over, no race
+    assert w.abandoned is None and w.next_op(ctx(1)) is PENDING  # no race, nothing live
+
+
 class Model:
     """A correct, sequential ledger service: every op takes effect at once."""
 
