@@ -53,13 +53,9 @@ class RecoveryRaceWorkload(BaseWorkload):
         if self.worker(p) < self.writers:
             mine = self.writing.get(p)
             return self.create() if mine is None else self.append(ctx, mine)
-        if self.race is None and self.abandoned is not None:
-            self.race, self.abandoned = Race(self.abandoned, self.racers), None
-            self.raced.add(self.race.ledger)
-        targets = [lid for lid in self.writing.values() if lid not in self.raced]
-        if self.race is None and targets and ctx.rng.random() < self.race_fraction:
-            self.race = Race(ctx.rng.choice(targets), self.racers)
-            self.raced.add(self.race.ledger)
+        if self.race is None and (target := self._race_target(ctx)) is not None:
+            self.race = Race(target, self.racers)
+            self.raced.add(target)
         if self.race is not None:
             ledger = self.race.ledger
             self.race.remaining -= 1
@@ -70,6 +66,17 @@ class RecoveryRaceWorkload(BaseWorkload):
             return {"f": "read", "value": {"ledger": ledger, "mode": "closed"}}
         live = list(self.writing.values())
         return self.tail_read(ctx.rng.choice(live)) if live else PENDING
+
+    def _race_target(self, ctx: Context) -> Any:
+        """The ledger a new race takes: the latest abandoned one, else now and then a live
+        one not raced before; None for no race yet."""
+        if self.abandoned is not None:
+            target, self.abandoned = self.abandoned, None
+            return target
+        targets = [lid for lid in self.writing.values() if lid not in self.raced]
+        if targets and ctx.rng.random() < self.race_fraction:
+            return ctx.rng.choice(targets)
+        return None
 
     def learn(self, process: int, op: Op, kind: str, value: Any, error: str | None) -> None:
         if op["f"] == "create" and kind == "ok":
