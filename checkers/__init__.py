@@ -9,6 +9,7 @@ from checkers.graph import check_graph
 from checkers.history import History, HistoryError, Op, index_history, read_ops
 from checkers.ledger import FINDERS, check_ledgers
 from checkers.perf import check_perf
+from checkers.replication import check_replication
 from checkers.result import MAX_CASES, merge_valid
 from checkers.stats import check_stats
 from checkers.stream import check_streams
@@ -25,6 +26,7 @@ __all__ = [
     "check_graph",
     "check_ledgers",
     "check_perf",
+    "check_replication",
     "check_stats",
     "check_streams",
     "compose",

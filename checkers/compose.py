@@ -10,6 +10,7 @@ from checkers.graph import check_graph
 from checkers.history import History, Op, index_history, ops_from_dicts, read_ops
 from checkers.ledger import check_ledgers
 from checkers.perf import check_perf
+from checkers.replication import check_replication
 from checkers.result import UNKNOWN, merge_valid
 from checkers.stats import check_stats, summary
 from checkers.stream import check_streams
@@ -22,6 +23,7 @@ CHECKERS: dict[str, Checker] = {
     "ledger": check_ledgers,
     "stream": check_streams,
     "graph": check_graph,
+    "replication": check_replication,
 }
 
 

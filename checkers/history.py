@@ -38,6 +38,9 @@ class Value(msgspec.Struct, gc=False):
     lac: Any = None
     entries: Any = None
     last_entry: Any = None
+    wq: Any = None
+    aq: Any = None
+    lacking: Any = None
 
 
 class Op(msgspec.Struct, gc=False):
@@ -106,6 +109,7 @@ class History:
     reads: list[Read] = field(default_factory=list)  # ok reads and read-lacs, in order
     closed: dict[Any, list[Read]] = field(default_factory=dict)  # ledger -> closed reads
     streams: dict[Any, tuple[Any, Any]] = field(default_factory=dict)  # ledger -> (s, seq)
+    audits: list[Call] = field(default_factory=list)  # ok audits of a ledger's copies
     ledgers: dict[Any, None] = field(default_factory=dict)  # every ledger, first-seen order
     memo: dict[str, Any] = field(default_factory=dict)  # derived data shared by checkers
 
@@ -243,6 +247,8 @@ def _add(h: History, call: Call, line: int) -> None:
                 h.nodes.append(call)
         elif f in ("read", "read-lac"):
             _read(h, call, kind)
+        elif f == "audit" and kind == "ok":
+            _audit(h, call)
         elif f == "create" and kind == "ok":
             ledger = call.done.value.ledger
             if ledger is None:
@@ -281,6 +287,25 @@ def _read(h: History, call: Call, kind: str) -> None:
     h.nodes.append(call)
     if mode == "closed":
         h.closed.setdefault(ledger, []).append(r)
+
+
+def _audit(h: History, call: Call) -> None:
+    """An ok audit: a ledger, its last entry, WQ and AQ, and [entry, missing, unknown]s."""
+    done = call.done.value
+    if done.ledger is None:
+        raise KeyError("ledger")
+    numbers = (done.last_entry, done.wq, done.aq)
+    if any(type(n) is not int for n in numbers) or type(done.lacking) is not list:
+        raise TypeError(f"last_entry, wq, aq {numbers!r} or lacking {done.lacking!r} is wrong")
+    for lack in done.lacking:
+        if not (
+            type(lack) is list
+            and len(lack) == 3
+            and type(lack[0]) is int
+            and all(type(b) is list and all(type(x) is str for x in b) for b in lack[1:])
+        ):
+            raise TypeError(f"lacking copy {lack!r} is not [entry, [bookie…], [bookie…]]")
+    h.audits.append(call)
 
 
 def _stream(h: History, ledger: Any, value: Value) -> None:

@@ -10,7 +10,7 @@ from checkers.history import History
 from checkers.ledger import unchecked_ledgers
 
 _TYPE = attrgetter("type")
-KNOWN_F = frozenset({"create", "append", "read", "read-lac", "close", "recover"})
+KNOWN_F = frozenset({"create", "append", "read", "read-lac", "close", "recover", "audit"})
 
 
 def summary(h: History) -> dict[str, Any]:

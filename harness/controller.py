@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,12 +30,19 @@ FINAL_READ_ATTEMPTS = 5
 FINAL_READ_BACKOFF_S = 2.0
 
 
+def _wake(sleeper: asyncio.Future[None]) -> None:
+    """Wake a sleeping worker unless something else already has: its timer and a
+    finishing worker may both fire in one loop iteration, before it cancels the timer."""
+    if not sleeper.done():
+        sleeper.set_result(None)
+
+
 class Workload(Protocol):
     def generator(self) -> Generator: ...
     def observe(
         self, process: int, op: dict[str, Any], kind: str, value: Any, error: str | None
     ) -> None: ...
-    def final_ops(self) -> list[dict[str, Any]]: ...
+    def final_ops(self) -> Iterable[dict[str, Any]]: ...
 
 
 @dataclass
@@ -132,7 +139,7 @@ class Controller:
         wake: asyncio.Future[None] = loop.create_future()
         timer = None
         if delay < float("inf"):
-            timer = loop.call_later(max(delay, MIN_WAIT_S), wake.set_result, None)
+            timer = loop.call_later(max(delay, MIN_WAIT_S), _wake, wake)
         self._sleepers.add(wake)
         try:
             await wake
@@ -143,8 +150,7 @@ class Controller:
 
     def _wake_sleepers(self) -> None:
         for wake in self._sleepers:
-            if not wake.done():
-                wake.set_result(None)
+            _wake(wake)
 
     async def _execute(self, conn: AgentConnection, process: int, op: dict[str, Any]) -> str:
         value = op.get("value") or {}
@@ -196,7 +202,8 @@ class Controller:
         self.history.record("info", "nemesis", "heal", {"proof": proofs})
 
     async def _final_reads(self) -> None:
-        """A closed read of every ledger, retried: the authoritative content."""
+        """The workload's final ops, each retried: a closed read of every ledger (the
+        authoritative content), then audits of their copies."""
         conn = self.connect(*self.agents[0])
         process = 10 * self.concurrency + 1_000_000  # clear of every worker's ids
         try:

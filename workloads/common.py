@@ -10,6 +10,7 @@ what is particular to it: which op a process runs next and what a completion tea
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 Op = dict[str, Any]
 
-ALL_CHECKERS = ("ledger", "stream", "graph", "stats", "perf")
+ALL_CHECKERS = ("ledger", "stream", "graph", "replication", "stats", "perf")
 SCOPES = 3
 """128-bit ledgers are spread over this many BP-35 scopes, each handing out ids from its own
 counter, as the tenants of a multi-tenant deployment would: ids then repeat across scopes,
@@ -106,7 +107,13 @@ class BaseWorkload:
     payloads: Payloads = field(default_factory=Payloads)
     _creates: itertools.count = field(default_factory=itertools.count)
 
+    read_closed: set[Any] = field(default_factory=set)
+    """Ledgers a closed read returned: closed, so their copies can be audited."""
+
     checkers: ClassVar[tuple[str, ...]] = ALL_CHECKERS
+    audits_copies: ClassVar[bool] = True
+    """Whether the final phase audits the copies of every closed ledger (the replication
+    checker): every entry of a closed ledger must be on AQ bookies of its write set."""
 
     def __post_init__(self) -> None:
         self.payloads.size = self.config.entry_size
@@ -154,14 +161,21 @@ class BaseWorkload:
         elif f == "append" and kind == "ok":
             ledger = value["ledger"]
             self.acked[ledger] = max(self.acked.get(ledger, -1), value["entry"])
+        elif f == "read" and kind == "ok" and value.get("mode") == "closed":
+            self.read_closed.add(value["ledger"])
         self.learn(process, op, kind, value, error)
 
     def learn(self, process: int, op: Op, kind: str, value: Any, error: str | None) -> None:
         """Workload-specific lessons from a completion (the base has none)."""
 
-    def final_ops(self) -> list[Op]:
-        """Closed reads of every ledger: the authoritative content the checkers judge by."""
-        return [{"f": "read", "value": {"ledger": lid, "mode": "closed"}} for lid in self.ledgers]
+    def final_ops(self) -> Iterator[Op]:
+        """Closed reads of every ledger: the authoritative content the checkers judge by;
+        then an audit of the copies of every ledger read closed (`audits_copies`)."""
+        for lid in self.ledgers:
+            yield {"f": "read", "value": {"ledger": lid, "mode": "closed"}}
+        if self.audits_copies:
+            for lid in [lid for lid in self.ledgers if lid in self.read_closed]:
+                yield {"f": "audit", "value": {"ledger": lid}}
 
     def worker(self, process: int) -> int:
         """The worker (0 .. concurrency−1) a process id runs on; it survives retirements."""

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 Outcome = tuple[str, dict[str, Any] | None, str | None]
 """(type, value, error): type is "ok", "fail" or "info"."""
 
-READ_ONLY_OPS = frozenset({"read", "read-lac"})
+READ_ONLY_OPS = frozenset({"read", "read-lac", "audit"})
 
 
 @dataclass
@@ -103,6 +103,7 @@ class Executor:
             "close": self.close,
             "recover": self.recover,
             "take-over": self.take_over,
+            "audit": self.audit,
         }
 
     async def create(self, value: dict[str, Any]) -> dict[str, Any]:
@@ -209,6 +210,24 @@ class Executor:
         rh = await self.bk.open_ledger(ledger, password=self.password, recovery=True)
         return {"last_entry": rh.last_add_confirmed}
 
+    async def audit(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Which bookies lack entries of a closed ledger (BookKeeper's ledger checker):
+        every entry up to the last, asked of every bookie of its write set. `lacking`
+        lists [entry, bookies that said "no such entry", bookies whose answer said
+        nothing] for each entry some bookie lacks; the checker judges them against AQ."""
+        (ledger,) = _require(value, ledger=(int, str))
+        rh = await self.bk.open_ledger(ledger, password=self.password, recovery=False)
+        metadata = rh.metadata
+        if not metadata.closed:
+            raise _NotClosed(f"ledger {ledger} is not closed: only a closed one can be audited")
+        lacking = await rh.lacking_copies()
+        return {
+            "last_entry": metadata.last_entry_id,
+            "wq": metadata.write_quorum,
+            "aq": metadata.ack_quorum,
+            "lacking": [[entry, missing, unknown] for entry, missing, unknown in lacking],
+        }
+
 
 class _Refused(BKError):
     """Refused by the agent before any byte was sent, so it definitely did not happen."""
@@ -221,6 +240,12 @@ class _NotOurs(_Refused):
     """The op names a ledger this agent never opened for writing."""
 
     default_code = "ENOHANDLE"
+
+
+class _NotClosed(_Refused):
+    """An audit of a ledger still open: its copies may still change."""
+
+    default_code = "ENOTCLOSED"
 
 
 class _BadValue(_Refused):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -77,6 +77,7 @@ __all__ = [
 ]
 
 READ_WINDOW = 16  # entries fetched concurrently by ReadHandle.read
+AUDIT_RETRY_S = 0.5  # before asking again the bookies that did not answer an audit
 DATA = b"\x00"  # kind byte of an unbounded ledger's data entry (see the module docstring)
 NOOP = b"\x01"  # the whole payload of an unbounded ledger's no-op entry
 
@@ -369,6 +370,63 @@ class ReadHandle:
         # The seeded bug takes the last entry a bookie stores for confirmed, so readers go
         # past the LAC onto entries recovery may still drop.
         return header.entry_id if bugs.enabled("read-beyond-lac") else header.lac
+
+    async def copies(self, entry_id: int) -> dict[str, bool | None]:
+        """Ask every bookie of the entry's write set for it, as a ledger checker does
+        (a read stops at the first copy): bookie -> True for a copy that checks out, False
+        for an explicit "no such entry", None for anything else (no answer, an error, a
+        copy that fails its digest), which says nothing either way."""
+        metadata = self.metadata
+        _, bookies = metadata.ensemble_at(entry_id)
+        requests = {
+            bookies[slot]: ReadRequest(next_request_id(), wire_id(metadata), entry_id)
+            for slot in write_set(entry_id, quorum_of(metadata))
+        }
+        found: dict[str, bool | None] = {}
+        async for bookie, response in answers(self._ctx, requests, self._ctx.read_timeout):
+            found[bookie] = self._copy_state(response, entry_id)
+        return found
+
+    def _copy_state(self, response: Any, entry_id: int) -> bool | None:
+        """One bookie's answer to an audit read, as `copies` reports it."""
+        if response is not None and response.status in _NEGATIVE:
+            return False
+        if response is None or response.status is not Status.EOK:
+            return None
+        try:
+            decode_checked(self.metadata, self._master_key, response.entry, entry_id)
+        except ProtocolError:
+            return None
+        return True
+
+    async def lacking_copies(self) -> list[tuple[int, list[str], list[str]]]:
+        """Every entry of this closed ledger that some bookie of its write set says it
+        does not have: (entry, those bookies, the bookies whose answer said nothing).
+        Entries with unknown answers are asked once more after AUDIT_RETRY_S, so a bookie
+        that was busy for a moment does not blur the figure."""
+        if not self.metadata.closed:
+            raise ValueError(f"ledger {self.id} is not closed: its copies are still changing")
+        found = await self._copies_of(range(self.metadata.last_entry_id + 1))
+        unsure = [e for e, said in found.items() if None in said.values()]
+        if unsure:
+            await asyncio.sleep(AUDIT_RETRY_S)
+            found.update(await self._copies_of(unsure))
+        lacking = []
+        for entry_id, said in sorted(found.items()):
+            missing = sorted(b for b, copy in said.items() if copy is False)
+            if missing:
+                unknown = sorted(b for b, copy in said.items() if copy is None)
+                lacking.append((entry_id, missing, unknown))
+        return lacking
+
+    async def _copies_of(self, entry_ids: Iterable[int]) -> dict[int, dict[str, bool | None]]:
+        """`copies` of many entries, READ_WINDOW of them at a time."""
+        found: dict[int, dict[str, bool | None]] = {}
+        ids = list(entry_ids)
+        for start in range(0, len(ids), READ_WINDOW):
+            batch = ids[start : start + READ_WINDOW]
+            found.update(zip(batch, await asyncio.gather(*map(self.copies, batch)), strict=True))
+        return found
 
     async def close(self) -> None:
         """Nothing to release for a read handle; present so every handle can be closed."""

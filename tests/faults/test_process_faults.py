@@ -62,6 +62,24 @@ def test_recovery_that_counts_unknown_answers_as_negatives_is_caught() -> None:
     one closes the ledger before entries a surviving bookie holds, and they are lost."""
 
 
+@pytest.mark.chaos(
+    bugs=["no-recovery-writeback"],
+    expect="invalid",
+    anomalies=["under-replicated"],
+    **exposing_run("no-recovery-writeback"),
+)
+def test_a_recovery_that_does_not_write_back_what_it_recovered_is_caught() -> None:
+    """An entry a fenced writer got to one bookie only is recovered from that copy; not
+    written back, the closed ledger's last entry rests on one bookie, and the audit of the
+    closed ledgers' copies finds it short of its ack quorum."""
+
+
+@pytest.mark.chaos(**exposing_run("no-recovery-writeback"))
+def test_every_entry_of_every_closed_ledger_keeps_its_ack_quorum_of_copies() -> None:
+    """The clean twin: bookie kills and wipes, writer crashes and takeovers, and still
+    every entry of every closed ledger is on AQ bookies of its write set."""
+
+
 @pytest.mark.chaos(**exposing_run("metadata-blind-write"))
 def test_racing_recoveries_under_bookie_kills_agree_on_where_each_ledger_ends() -> None:
     """Sixteen workers racing to recover writers' ledgers while a bookie dies every second:

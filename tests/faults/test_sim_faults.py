@@ -48,6 +48,36 @@ def test_every_workload_stays_valid_under_every_simulated_fault(
     assert run.results["checkers"]["nemesis"]["faults"] >= 8, "faults were drawn and proven"
 
 
+KEEPING_DATA = {**SIM_RUN, "nemesis": [k for k in SIM_NEMESES if k != "corrupt"]}
+"""Every simulated fault but corruption, which may destroy copies a correct build made:
+the audit of the closed ledgers' copies is judged (checkers/replication.py)."""
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_every_closed_ledger_keeps_its_ack_quorum_of_copies_in_the_simulation(
+    chaos: Chaos, workload: str
+) -> None:
+    run = chaos(**KEEPING_DATA, workload=workload, seed=1)
+    replication = run.results["checkers"]["replication"]
+    assert run.results["valid"] is True, run.summary()
+    assert "not_judged" not in replication
+    audited = replication["audited_ledgers"]
+    assert audited == 0 if workload == "unbounded" else audited > 0  # unbounded: not audited
+
+
+@pytest.mark.chaos(
+    **KEEPING_DATA,
+    seed=1,
+    bugs=["no-recovery-writeback"],
+    expect="invalid",
+    anomalies=["under-replicated"],
+)
+def test_recoveries_that_do_not_write_back_leave_entries_short_of_copies_in_the_simulation() -> (
+    None
+):
+    """What a recovery found on one bookie only stays there: the closed ledger promises AQ."""
+
+
 @pytest.mark.chaos(
     **SIM_RUN, seed=1, bugs=["lac-before-ack-quorum"], expect="invalid", anomalies=LOSS
 )

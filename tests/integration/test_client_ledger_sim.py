@@ -19,6 +19,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from bookie_image import bugs
+from bookie_image.agent.executor import Executor, LedgerOptions
 from bookie_image.client import (
     BKError,
     BookKeeper,
@@ -539,6 +540,37 @@ async def test_bug_no_recovery_writeback(
         assert sim.holders(1) == ({b1.id} if on else {b1.id, b2.id, b3.id})
         with pytest.raises(LedgerFencedError):
             await pending
+        # The audit of its copies says so: b2 has no entry 1, b3's EIO says nothing.
+        kind, audit, error = await _auditor(bk2).run("audit", {"ledger": lh.id}, timeout=5)
+        assert kind == "ok", error
+        assert audit == {
+            "ledger": lh.id,
+            "last_entry": 1,
+            "wq": 3,
+            "aq": 2,
+            "lacking": [[1, [b2.id], [b3.id]]] if on else [],
+        }
+
+
+def _auditor(bk: BookKeeper) -> Executor:
+    """A client agent's op table over `bk`, for ledgers made with the client's default
+    (empty) password."""
+    return Executor(bk, LedgerOptions(password=""))
+
+
+async def test_only_a_closed_ledger_is_audited(sim: Sim) -> None:
+    """An open ledger's copies are still changing: its audit fails, nothing is judged."""
+    async with sim.client() as bk:
+        lh = await bk.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2)
+        await lh.append(b"0")
+        assert await _auditor(bk).run("audit", {"ledger": lh.id}, timeout=5) == (
+            "fail",
+            None,
+            "ENOTCLOSED",
+        )
+        await lh.close()
+        kind, audit, _ = await _auditor(bk).run("audit", {"ledger": lh.id}, timeout=5)
+        assert (kind, audit["lacking"]) == ("ok", [])
 
 
 @pytest.mark.parametrize("on", [False, True])

@@ -284,3 +284,45 @@ def test_unknown_f_and_nemesis_ops_are_counted_not_judged() -> None:
     assert r["valid"] is True
     assert r["checkers"]["stats"]["unknown_f"] == ["noop"]
     assert r["stats"]["ops"] == 10
+
+
+def audited(lacking: list[list[Any]], wq: int = 2, aq: int = 2) -> tuple[H, list[int]]:
+    """Two acked entries of ledger 7, read closed, then an audit of its copies finding
+    `lacking` ([entry, bookies without it, bookies that said nothing])."""
+    h = two_acked()
+    h.read(1, 7, [(0, "p0"), (1, "p1")])
+    done = {"ledger": 7, "last_entry": 1, "wq": wq, "aq": aq, "lacking": lacking}
+    return h, h.call(2, "audit", {"ledger": 7}, done)
+
+
+def test_an_entry_below_its_ack_quorum_of_copies_is_under_replicated() -> None:
+    h, audit = audited([[1, ["b2:3181"], []]])
+    r = h.check()
+    assert (r["valid"], r["anomaly_types"]) == (False, ["under-replicated"])
+    (c,) = cases(r, "under-replicated")
+    assert (c["ledger"], c["entry"], c["missing"], c["ops"]) == (7, 1, ["b2:3181"], audit)
+    assert "at most 1 of the 2 bookies" in c["explanation"]
+    assert r["checkers"]["stats"]["unknown_f"] == []
+
+
+@pytest.mark.parametrize(
+    ("lacking", "under"),
+    [
+        ([[0, ["b1:3181"], []]], []),  # WQ 3, AQ 2: one bookie may lack it
+        ([[0, ["b1:3181"], ["b2:3181", "b3:3181"]]], []),  # silence is not absence
+        ([[0, ["b1:3181", "b2:3181"], []], [1, ["b3:3181"], []]], [0]),
+    ],
+)
+def test_only_more_missing_copies_than_wq_minus_aq_count(lacking: list, under: list) -> None:
+    h, _ = audited(lacking, wq=3, aq=2)
+    r = h.check()
+    found = [c["entry"] for c in r["anomalies"].get("under-replicated", [])]
+    assert (found, r["valid"]) == (under, not under)
+
+
+def test_copies_are_not_judged_after_faults_that_destroy_data() -> None:
+    h, _ = audited([[1, ["b2:3181"], []]])
+    h.call("nemesis", "corrupt", {"nodes": ["b2"]}, {"nodes": ["b2"], "proof": {}}, "info")
+    r = h.check()
+    assert (r["valid"], r["anomaly_types"]) == (True, [])
+    assert "corrupt" in r["checkers"]["replication"]["not_judged"]

@@ -49,7 +49,7 @@ def test_spec_example_through_the_installed_command(tmp_path) -> None:
     assert result["anomaly_types"] == [] and result["anomalies"] == {}
     assert result["stats"] == {"ops": 6, "invoke": 3, "ok": 2, "fail": 0, "info": 1,
                                "ledgers": 1, "unchecked_ledgers": [], "appends_ok": 1}  # fmt: skip
-    assert set(result["checkers"]) == {"stats", "perf", "ledger", "stream", "graph"}
+    assert set(result["checkers"]) == {"stats", "perf", "ledger", "stream", "graph", "replication"}
     assert all("valid" in r for r in result["checkers"].values())
 
 

@@ -103,6 +103,20 @@ def test_malformed_value() -> None:
     assert "line 2: op 1 (append) has a malformed value" in _pairing_error(ops)
 
 
+@pytest.mark.parametrize(
+    "done",
+    [
+        {"ledger": 7, "last_entry": 1, "wq": 2, "aq": 2},  # no lacking
+        {"ledger": 7, "last_entry": 1, "wq": "2", "aq": 2, "lacking": []},
+        {"ledger": 7, "last_entry": 1, "wq": 2, "aq": 2, "lacking": [[1, "b1", []]]},
+    ],
+)
+def test_malformed_audit(done: dict) -> None:
+    invoke = {"index": 0, "time": 1, "type": "invoke", "process": 0, "f": "audit"}
+    ops = [{**invoke, "value": {"ledger": 7}}, {**invoke, "index": 1, "type": "ok", "value": done}]
+    assert "line 2: op 1 (audit) has a malformed value" in _pairing_error(ops)
+
+
 def test_string_process_other_than_nemesis() -> None:
     assert "neither an int nor nemesis" in _pairing_error([{**GOOD[0], "process": "x"}])
 
