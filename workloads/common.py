@@ -170,7 +170,9 @@ class BaseWorkload:
 
     def final_ops(self) -> Iterator[Op]:
         """Closed reads of every ledger: the authoritative content the checkers judge by;
-        then an audit of the copies of every ledger read closed (`audits_copies`)."""
+        then an audit of the copies of every ledger read closed (`audits_copies`). Lazy on
+        purpose: the controller runs each op as it is yielded, so by the time the audits
+        are drawn every closed read has completed and `read_closed` says which did."""
         for lid in self.ledgers:
             yield {"f": "read", "value": {"ledger": lid, "mode": "closed"}}
         if self.audits_copies:
