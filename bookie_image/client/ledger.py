@@ -40,6 +40,7 @@ from bookie_image.client.metadata import LedgerMetadata, LedgerState, Versioned,
 from bookie_image.client.quorum import (
     AckTracker,
     QuorumConfig,
+    ReadOutcome,
     ack_quorum_survives,
     quorum_covered,
     write_set,
@@ -69,11 +70,13 @@ __all__ = [
     "Writer",
     "answers",
     "check_password",
+    "classify_read",
     "closed_at",
     "decode_checked",
     "is_noop",
     "password_hash",
     "stored_payload",
+    "write_set_bookies",
 ]
 
 READ_WINDOW = 16  # entries fetched concurrently by ReadHandle.read
@@ -157,6 +160,31 @@ def is_noop(metadata: LedgerMetadata, entry: Entry) -> bool:
     return metadata.unbounded and entry.payload == NOOP
 
 
+def write_set_bookies(metadata: LedgerMetadata, entry_id: int) -> list[str]:
+    """The bookies of the entry's write set, in write-set order, in the fragment holding it."""
+    _, bookies = metadata.ensemble_at(entry_id)
+    return [bookies[slot] for slot in write_set(entry_id, quorum_of(metadata))]
+
+
+def classify_read(
+    response: Any, metadata: LedgerMetadata, master_key: bytes, entry_id: int
+) -> tuple[ReadOutcome, Entry | None]:
+    """Positive only with a verified entry; negative only on an explicit "no such entry";
+    everything else (no answer, EIO, a digest that does not verify, ...) is unknown."""
+    if response is None:
+        return ReadOutcome.UNKNOWN, None
+    if response.status in _NEGATIVE:
+        return ReadOutcome.NEGATIVE, None
+    if response.status is Status.EOK:
+        try:
+            return ReadOutcome.POSITIVE, decode_checked(
+                metadata, master_key, response.entry, entry_id
+            )
+        except ProtocolError:
+            pass
+    return ReadOutcome.UNKNOWN, None
+
+
 async def answers(
     ctx: ClientContext, requests: dict[str, Any], timeout: float
 ) -> AsyncIterator[tuple[str, Any]]:
@@ -229,8 +257,7 @@ class ReadHandle:
         that has not answered within the speculative timeout is not waited for: the next
         one is asked too, and the first valid answer wins (a paused bookie costs little)."""
         metadata = self.metadata
-        _, bookies = metadata.ensemble_at(entry_id)
-        order = [bookies[slot] for slot in write_set(entry_id, quorum_of(metadata))]
+        order = write_set_bookies(metadata, entry_id)
         errors: list[BKError] = []
         asking: dict[asyncio.Future[Any], str] = {}
         try:
@@ -371,33 +398,18 @@ class ReadHandle:
         # past the LAC onto entries recovery may still drop.
         return header.entry_id if bugs.enabled("read-beyond-lac") else header.lac
 
-    async def copies(self, entry_id: int) -> dict[str, bool | None]:
+    async def copies(self, entry_id: int) -> dict[str, ReadOutcome]:
         """Ask every bookie of the entry's write set for it, as a ledger checker does
-        (a read stops at the first copy): bookie -> True for a copy that checks out, False
-        for an explicit "no such entry", None for anything else (no answer, an error, a
-        copy that fails its digest), which says nothing either way."""
+        (a read stops at the first copy): how each answer counts (`classify_read`)."""
         metadata = self.metadata
-        _, bookies = metadata.ensemble_at(entry_id)
         requests = {
-            bookies[slot]: ReadRequest(next_request_id(), wire_id(metadata), entry_id)
-            for slot in write_set(entry_id, quorum_of(metadata))
+            bookie: ReadRequest(next_request_id(), wire_id(metadata), entry_id)
+            for bookie in write_set_bookies(metadata, entry_id)
         }
-        found: dict[str, bool | None] = {}
+        found: dict[str, ReadOutcome] = {}
         async for bookie, response in answers(self._ctx, requests, self._ctx.read_timeout):
-            found[bookie] = self._copy_state(response, entry_id)
+            found[bookie], _ = classify_read(response, metadata, self._master_key, entry_id)
         return found
-
-    def _copy_state(self, response: Any, entry_id: int) -> bool | None:
-        """One bookie's answer to an audit read, as `copies` reports it."""
-        if response is not None and response.status in _NEGATIVE:
-            return False
-        if response is None or response.status is not Status.EOK:
-            return None
-        try:
-            decode_checked(self.metadata, self._master_key, response.entry, entry_id)
-        except ProtocolError:
-            return None
-        return True
 
     async def lacking_copies(self) -> list[tuple[int, list[str], list[str]]]:
         """Every entry of this closed ledger that some bookie of its write set says it
@@ -407,21 +419,21 @@ class ReadHandle:
         if not self.metadata.closed:
             raise ValueError(f"ledger {self.id} is not closed: its copies are still changing")
         found = await self._copies_of(range(self.metadata.last_entry_id + 1))
-        unsure = [e for e, said in found.items() if None in said.values()]
+        unsure = [e for e, said in found.items() if ReadOutcome.UNKNOWN in said.values()]
         if unsure:
             await asyncio.sleep(AUDIT_RETRY_S)
             found.update(await self._copies_of(unsure))
         lacking = []
         for entry_id, said in sorted(found.items()):
-            missing = sorted(b for b, copy in said.items() if copy is False)
+            missing = sorted(b for b, copy in said.items() if copy is ReadOutcome.NEGATIVE)
             if missing:
-                unknown = sorted(b for b, copy in said.items() if copy is None)
+                unknown = sorted(b for b, copy in said.items() if copy is ReadOutcome.UNKNOWN)
                 lacking.append((entry_id, missing, unknown))
         return lacking
 
-    async def _copies_of(self, entry_ids: Iterable[int]) -> dict[int, dict[str, bool | None]]:
+    async def _copies_of(self, entry_ids: Iterable[int]) -> dict[int, dict[str, ReadOutcome]]:
         """`copies` of many entries, READ_WINDOW of them at a time."""
-        found: dict[int, dict[str, bool | None]] = {}
+        found: dict[int, dict[str, ReadOutcome]] = {}
         ids = list(entry_ids)
         for start in range(0, len(ids), READ_WINDOW):
             batch = ids[start : start + READ_WINDOW]

@@ -43,11 +43,12 @@ from bookie_image.client.ledger import (
     ReadHandle,
     Writer,
     answers,
+    classify_read,
     closed_at,
-    decode_checked,
     is_noop,
     quorum_of,
     wire_id,
+    write_set_bookies,
 )
 from bookie_image.client.metadata import LedgerMetadata, LedgerState, Versioned
 from bookie_image.client.quorum import (
@@ -55,7 +56,6 @@ from bookie_image.client.quorum import (
     RecoveryDecision,
     RecoveryReadTally,
     quorum_covered,
-    write_set,
 )
 from bookie_image.client.transport import next_request_id
 from bookie_image.protocol import (
@@ -249,10 +249,9 @@ async def _recovery_read(
 ) -> Entry | None:
     """Read ``entry_id`` from its write set; the entry, or None once it is proven absent."""
     config = quorum_of(metadata)
-    _, bookies = metadata.ensemble_at(entry_id)
     fence = not bugs.enabled("recovery-reads-no-fence")
     requests = {
-        bookies[slot]: ReadRequest(
+        bookie: ReadRequest(
             next_request_id(),
             wire_id(metadata),
             entry_id,
@@ -260,7 +259,7 @@ async def _recovery_read(
             master_key=master_key if fence else None,
             term=term,
         )
-        for slot in write_set(entry_id, config)
+        for bookie in write_set_bookies(metadata, entry_id)
     }
     tally = RecoveryReadTally(config)
     async for _, response in answers(ctx, requests, ctx.read_timeout):
@@ -283,22 +282,10 @@ async def _recovery_read(
 def _classify(
     response: Any, metadata: LedgerMetadata, master_key: bytes, entry_id: int
 ) -> tuple[ReadOutcome, Entry | None]:
-    """Positive only with a verified entry; negative only on an explicit "no such entry";
-    everything else (no answer, EIO, a digest that does not verify, ...) is unknown."""
-    if response is None:
-        return ReadOutcome.UNKNOWN, None
-    if response.status is Status.EINVALIDTERM:
+    """`classify_read`, except that a newer term's refusal ends the recovery."""
+    if response is not None and response.status is Status.EINVALIDTERM:
         raise _newer_term(metadata)
-    if response.status in (Status.ENOENTRY, Status.ENOLEDGER):
-        return ReadOutcome.NEGATIVE, None
-    if response.status is Status.EOK:
-        try:
-            return ReadOutcome.POSITIVE, decode_checked(
-                metadata, master_key, response.entry, entry_id
-            )
-        except ProtocolError:
-            pass
-    return ReadOutcome.UNKNOWN, None
+    return classify_read(response, metadata, master_key, entry_id)
 
 
 async def _length_at(
