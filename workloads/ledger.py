@@ -94,8 +94,12 @@ class LedgerWorkload(BaseWorkload):
         if op["f"] == "create" and kind == "ok":
             self.writing[process] = value["ledger"]
         elif op["f"] == "append" and kind != "ok":
+            # A failed add ends the ledger for its whole group (leader and co-writers), as
+            # a broker moves a topic to a new ledger on its first failed add, rather than
+            # co-writers failing on the broken handle while the leader waits on its own.
             ledger = op["value"]["ledger"]
-            if self.writing.get(process) == ledger:
-                del self.writing[process]
+            owner = next((p for p, w in self.writing.items() if w == ledger), None)
+            if owner is not None:
+                del self.writing[owner]
                 if error not in LOST_WRITER_ERRORS:
                     self.orphans.append(ledger)

@@ -140,6 +140,17 @@ def test_pipelined_workers_of_one_agent_append_to_their_leaders_ledger() -> None
     assert w.next_op(ctx(6))["value"]["ledger"] == 12
 
 
+def test_a_co_writers_failed_add_ends_the_ledger_for_its_whole_group() -> None:
+    """A broker moves a topic on at its first failed add: a co-writer's timeout orphans the
+    group's ledger (recovered next), and its leader starts a new one."""
+    w = runner.WORKLOADS["ledger"](TestSpec(concurrency=8, clients=2, pipeline=2, takeovers=0))
+    complete(w, 0, w.next_op(ctx(0)), ledger=10)
+    w.observe(2, w.next_op(ctx(2)), "info", None, "ETIMEOUT")  # co-writer 2, on ledger 10
+    assert w.orphans == [10] and 0 not in w.writing
+    assert w.next_op(ctx(2)) is PENDING
+    assert w.next_op(ctx(0)) == {"f": "recover", "value": {"ledger": 10}}
+
+
 def test_pipelined_co_writers_append_to_their_leaders_stream_in_its_term() -> None:
     """`unbounded --pipeline 2`, 8 workers on 2 agents: four leaders, so two streams; a
     co-writer appends through its leader's handle (same ledger, stream and term), waits
