@@ -29,7 +29,7 @@ from harness.store import collect_logs, link_latest, new_run_dir
 from harness.testspec import TestSpec, parsed_grudge
 from nemesis.base import Composed
 from nemesis.clock import ClockNemesis
-from nemesis.combined import CombinedCycle
+from nemesis.combined import CombinedCycle, NestedCycle
 from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
 from nemesis.net import PacketNemesis, PartitionNemesis, parsed_packet
 from nemesis.process import KillNemesis, PauseNemesis
@@ -123,6 +123,8 @@ def fault_schedule(
     grudge = parsed_grudge(spec.grudge) if spec.grudge else ""
     packet = parsed_packet(spec.packet) if spec.packet else {}
     targets = Targets(pool, group, grudge, live, spec.corruption, packet)
+    if spec.nemesis_order == "nested":
+        return NestedCycle(spec.nemesis, pool, spec.nemesis_interval, targets)
     cycle = FaultCycle if len(spec.nemesis) == 1 else CombinedCycle
     return cycle(spec.nemesis, pool, spec.nemesis_interval, targets)
 

@@ -47,6 +47,8 @@ RUNTIMES = tuple(RUNTIME_NEMESES)
 MAX_ENTRY_SIZE = 1 << 20
 MAX_OP_SHARE = 0.5
 """At most half the ops may be takeovers (or writer crashes), so writers still get appends in."""
+NEMESIS_ORDERS = ("shuffled", "nested")
+"""`--nemesis-order` (nemesis.combined): CombinedCycle's shuffled bag, or NestedCycle."""
 TARGETS = ("one", "minority", "writer", "zk", "client")
 """`--targets`: bookies (one, a minority, or every bookie of the ensemble the newest open
 ledger is being written to) or another role's nodes."""
@@ -65,6 +67,10 @@ class TestSpec:
     workload: str = "ledger"
     nemesis: tuple[str, ...] = ()
     nemesis_interval: float = 5.0
+    nemesis_order: str = "shuffled"
+    """How several seeded fault kinds combine (NEMESIS_ORDERS): drawn in a shuffled order
+    and overlapping by chance, or nested in the order `nemesis` gives them (each started
+    while the ones before it hold, on other nodes)."""
     targets: str = "one"
     """What seeded faults hit (TARGETS): one bookie, a minority of the bookies, the
     current writer's bookies, the ZooKeeper node(s) or a client agent."""
@@ -215,6 +221,15 @@ class TestSpec:
                     f"--{name.replace('_', '-')} must be a fraction 0..{MAX_OP_SHARE}, "
                     f"got {getattr(self, name)}"
                 )
+        if self.nemesis_order not in NEMESIS_ORDERS:
+            raise UserError(
+                f"--nemesis-order {self.nemesis_order!r}: choose one of {NEMESIS_ORDERS}"
+            )
+        if self.nemesis_order == "nested" and (len(self.nemesis) < 2 or self.schedule):
+            raise UserError(
+                "--nemesis-order nested nests seeded faults of two or more kinds: give "
+                "--nemesis with at least two kinds (outermost first) and no --schedule"
+            )
         for name in ("time_limit", "rate", "op_timeout", "nemesis_interval"):
             if getattr(self, name) <= 0:
                 raise UserError(f"--{name.replace('_', '-')} must be positive")

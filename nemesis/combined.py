@@ -7,6 +7,9 @@ intervals) and stops; up to `max_overlap` faults are in force at once. Kinds com
 shuffled bag — each enabled kind once per round, in a drawn order — so a 60-second run
 with four kinds shows all four instead of leaving one out by chance. Network faults
 (partition, packet) act on the whole cluster, so at most one of each kind is in force.
+`NestedCycle` (`--nemesis-order nested`) plays the kinds in the order given instead, one
+inside the other: a bookie slowed while its partner is killed, a partition during which a
+bookie loses power — the overlaps a shuffled bag reaches only now and then.
 Everything is drawn from the nemesis's seeded rng and timed by the run's clock, so a seed
 replays the schedule. Whatever is still in force when the time limit cuts the schedule
 short is undone by the controller's final heal, which runs in a `finally` (also when the
@@ -15,7 +18,9 @@ run is interrupted).
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
 from nemesis.schedule import START_STOP, Targets, _op, check_kinds_and_nodes
@@ -79,3 +84,73 @@ class CombinedCycle(Generator):
         self.bag.remove(kind)
         self.active[nodes] = (kind, ctx.time + self._hold(ctx))
         return self.targets.start_op(kind, nodes, ctx.rng)
+
+
+@dataclass
+class NestedCycle(Generator):
+    """Rounds of nested faults: each round starts every kind in the order given, each on
+    nodes none of the round's earlier faults holds, the next one a fifth to a half of
+    `interval` after the one before (so it begins while they all still hold); the last
+    holds half an interval to a whole one; then they stop, innermost first, and the next
+    round starts half an interval to a whole one later. Ops come no sooner than planned;
+    the nemesis performs one at a time, so a slow fault (a restart waiting for its bookie
+    to register) delays the rest of its round rather than reordering it."""
+
+    kinds: tuple[str, ...]
+    nodes: tuple[str, ...]
+    interval: float
+    targets: Targets | None = None
+    planned: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    """The current round's ops not yet given, with the time each is due."""
+    next_round: float | None = None
+
+    def __post_init__(self) -> None:
+        check_kinds_and_nodes(self.kinds, self.nodes)
+        if len(self.kinds) < 2:
+            raise ValueError(f"nesting needs at least two fault kinds, got {self.kinds}")
+        self.targets = self.targets or Targets(self.nodes)
+
+    def op(self, ctx: Context) -> Answer:
+        if not ctx.is_nemesis:
+            return NOT_FOR_THIS_ASKER
+        if self.next_round is None:
+            self.next_round = ctx.time + self._gap(ctx.rng)
+        if not self.planned:
+            if ctx.time < self.next_round:
+                return Pending(self.next_round)
+            self.planned = self._round(ctx.time, ctx.rng)
+            if not self.planned:  # no node free for the first kind: try again later
+                self.next_round = ctx.time + self._gap(ctx.rng)
+                return Pending(self.next_round)
+        due, op = self.planned[0]
+        if ctx.time < due:
+            return Pending(due)
+        self.planned.pop(0)
+        if not self.planned:
+            self.next_round = ctx.time + self._gap(ctx.rng)
+        return op
+
+    def _gap(self, rng: random.Random) -> float:
+        return rng.uniform(0.5, 1.0) * self.interval
+
+    def _round(self, now: float, rng: random.Random) -> list[tuple[float, dict[str, Any]]]:
+        """One round's ops, due times included: starts in order, stops in reverse."""
+        assert self.targets is not None
+        started: list[tuple[str, tuple[str, ...]]] = []
+        starts: list[tuple[float, dict[str, Any]]] = []
+        when = now
+        for kind in self.kinds:
+            held = {n for _, nodes in started for n in nodes}
+            nodes = self.targets.draw(rng, [n for n in self.nodes if n not in held])
+            if nodes is None:
+                break  # the round nests the faults that found nodes
+            if started:
+                when += rng.uniform(0.2, 0.5) * self.interval
+            started.append((kind, nodes))
+            starts.append((when, self.targets.start_op(kind, nodes, rng)))
+        when += rng.uniform(0.5, 1.0) * self.interval
+        stops = []
+        for kind, nodes in reversed(started):
+            stops.append((when, _op(START_STOP[kind][1], nodes)))
+            when += 0.1 * self.interval
+        return starts + stops

@@ -16,7 +16,7 @@ from harness.cli.cluster import inventory_option, zk_option
 from harness.controller import RunCounters
 from harness.errors import UserError
 from harness.runner import exit_code, run_test
-from harness.testspec import NEMESES, RUNTIMES, TARGETS, WORKLOADS, TestSpec
+from harness.testspec import NEMESES, NEMESIS_ORDERS, RUNTIMES, TARGETS, WORKLOADS, TestSpec
 from nemesis.disk import CORRUPT_MODES
 
 
@@ -64,6 +64,15 @@ pipeline_option = click.option(
     default=5.0,
     show_default=True,
     help="Seconds between fault starts and stops.",
+)
+@click.option(
+    "--nemesis-order",
+    type=click.Choice(NEMESIS_ORDERS),
+    default="shuffled",
+    show_default=True,
+    help="With several --nemesis kinds: draw them in a shuffled order (overlapping by "
+    "chance), or nest them in the order given (each started, on other nodes, while the "
+    "ones before it hold).",
 )
 @click.option("--time-limit", type=float, default=30.0, show_default=True)
 @click.option("--concurrency", type=int, default=4, show_default=True)

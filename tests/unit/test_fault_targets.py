@@ -11,7 +11,7 @@ import pytest
 from harness.errors import UserError
 from harness.generator import Context, Generator, Pending
 from harness.testspec import TestSpec, parsed_grudge
-from nemesis.combined import CombinedCycle
+from nemesis.combined import CombinedCycle, NestedCycle
 from nemesis.net import parsed_packet
 from nemesis.schedule import DRAWN_GRUDGES, START_STOP, FaultCycle, Targets
 
@@ -132,8 +132,12 @@ def test_writer_targets_hit_every_bookie_the_live_callable_names() -> None:
 
 @pytest.mark.parametrize(
     "cycle",
-    [FaultCycle(("kill",), BOOKIES, 2.0), CombinedCycle(("kill", "pause"), BOOKIES, 2.0)],
-    ids=["one kind", "combined"],
+    [
+        FaultCycle(("kill",), BOOKIES, 2.0),
+        CombinedCycle(("kill", "pause"), BOOKIES, 2.0),
+        NestedCycle(("packet", "kill"), BOOKIES, 2.0),
+    ],
+    ids=["one kind", "combined", "nested"],
 )
 def test_asked_only_when_they_say_a_fault_is_due_schedules_keep_cycling(cycle) -> None:
     """The nemesis worker sleeps until the time a schedule answers; every answer is in the
@@ -148,3 +152,36 @@ def test_asked_only_when_they_say_a_fault_is_due_schedules_keep_cycling(cycle) -
             ops.append(answer)
     assert len([op for op in ops if op["f"] in STARTS]) >= 10
     assert len([op for op in ops if op["f"] not in STARTS]) >= 10
+
+
+def test_nested_faults_start_in_the_given_order_on_other_nodes_and_stop_innermost_first() -> None:
+    """`--nemesis-order nested`: every round slows a bookie, then kills another while the
+    slowdown holds, then restarts it before lifting the slowdown — and a seed replays it."""
+    shaped = Targets(BOOKIES, packet=parsed_packet("rate=64kbit"))
+    ops = _ops(NestedCycle(("packet", "kill"), BOOKIES, 1.0, shaped), seconds=30)
+    rounds = [ops[i : i + 4] for i in range(0, len(ops) - 3, 4)]
+    assert len(rounds) >= 10
+    for start_packet, kill, restart, stop_packet in rounds:
+        assert [start_packet["f"], kill["f"], restart["f"], stop_packet["f"]] == [
+            "start-packet",
+            "kill",
+            "restart",
+            "stop-packet",
+        ]
+        assert start_packet["value"]["rate"] == "64kbit"
+        assert kill["value"]["nodes"] == restart["value"]["nodes"]
+        assert start_packet["value"]["nodes"] == stop_packet["value"]["nodes"]
+        assert not set(kill["value"]["nodes"]) & set(start_packet["value"]["nodes"])
+    assert len({op["value"]["nodes"][0] for op in ops if op["f"] == "kill"}) > 1
+    again = _ops(NestedCycle(("packet", "kill"), BOOKIES, 1.0, shaped), seconds=30)
+    assert again == ops
+
+
+def test_nesting_is_refused_without_two_seeded_fault_kinds() -> None:
+    with pytest.raises(UserError, match="at least two kinds"):
+        TestSpec(nemesis=("kill",), nemesis_order="nested")
+    with pytest.raises(UserError, match="choose one of"):
+        TestSpec(nemesis=("kill", "pause"), nemesis_order="inside-out")
+    assert TestSpec(nemesis=("pause", "kill"), nemesis_order="nested").nemesis == ("pause", "kill")
+    with pytest.raises(ValueError, match="two fault kinds"):
+        NestedCycle(("kill",), BOOKIES, 1.0)
