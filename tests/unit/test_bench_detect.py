@@ -9,13 +9,17 @@ import pytest
 
 from bookie_image import bugs
 from harness.bench.detect import EXPOSERS, exposing_spec, seconds_to_first_anomaly
+from harness.testspec import NETWORK_NEMESES
 
 
-def test_every_seeded_bug_has_an_exposing_test_that_can_run_locally() -> None:
+def test_every_seeded_bug_has_an_exposing_test_on_the_local_runtime_unless_it_needs_docker() -> (
+    None
+):
     assert set(EXPOSERS) == bugs.KNOWN
     for bug in EXPOSERS:
         spec = exposing_spec(bug, seed=1, store="store", time_limit=20)  # validates itself
-        assert spec.bugs == (bug,) and spec.runtime == "local"
+        needs_docker = bool(set(spec.nemesis) & set(NETWORK_NEMESES))
+        assert spec.bugs == (bug,) and spec.runtime == ("docker" if needs_docker else "local")
 
 
 def test_time_to_detect_is_when_the_earliest_case_has_all_its_ops(tmp_path: Path) -> None:
