@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,8 @@ import docker
 import pytest
 
 import checkers
-from harness.bench.detect import exposing_run
+from harness.bench.detect import BASE, exposing_spec
+from harness.nightly import replay_command
 from tests.integration.test_docker_runtime import client, image, labelled, source_snapshot
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
@@ -194,16 +197,6 @@ def test_partitions_catch_acks_before_the_ack_quorum_within_a_minute(
     assert all(not v for v in labelled(client, run_id).values())
 
 
-def exposing_flags(bug: str) -> list[str]:
-    """`bug`'s exposing test (harness.bench.detect) as `bkchaos test` flags, bug off."""
-    flags = []
-    for name, value in exposing_run(bug).items():
-        if name != "runtime":  # docker_run says --runtime docker
-            shown = ",".join(value) if isinstance(value, tuple) else str(value)
-            flags += [f"--{name.replace('_', '-')}", shown]
-    return flags
-
-
 @pytest.mark.parametrize("bug_on", [True, False], ids=["bug", "clean twin"])
 def test_a_bookie_lagging_while_its_partner_dies_catches_ensemble_changes_that_drop_pending(
     client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path, bug_on: bool
@@ -214,14 +207,11 @@ def test_a_bookie_lagging_while_its_partner_dies_catches_ensemble_changes_that_d
     sends the entries to the replacement, so the lagging bookie's ack confirms them on one
     copy and the audit finds them short. The clean twin re-sends them: valid. Measured 10
     of 10 runs each way (docs/performance.md)."""
-    bug = ("--bug", "ensemble-change-drops-pending") if bug_on else ()
-    code, output, run_id, run_dir = docker_run(
-        source_snapshot,
-        tmp_path / "store",
-        *exposing_flags("ensemble-change-drops-pending"),
-        *bug,
-        *("--seed", "1"),
-    )
+    store = tmp_path / "store"
+    spec = exposing_spec("ensemble-change-drops-pending", 1, str(store), BASE.time_limit)
+    spec = spec if bug_on else replace(spec, bugs=())
+    args = shlex.split(replay_command(spec, None))[2:]  # its flags, after "bkchaos test"
+    code, output, run_id, run_dir = docker_run(source_snapshot, store, *args)
     results = json.loads((run_dir / "results.json").read_text())
     assert code == (1 if bug_on else 0), (output[-2000:], results["anomaly_types"])
     assert ("under-replicated" in results["anomaly_types"]) is bug_on

@@ -12,9 +12,7 @@ from harness.bench.detect import EXPOSERS, exposing_spec, seconds_to_first_anoma
 from harness.testspec import NETWORK_NEMESES
 
 
-def test_every_seeded_bug_has_an_exposing_test_on_the_local_runtime_unless_it_needs_docker() -> (
-    None
-):
+def test_every_seeded_bug_has_an_exposing_test_run_locally_unless_it_needs_docker() -> None:
     assert set(EXPOSERS) == bugs.KNOWN
     for bug in EXPOSERS:
         spec = exposing_spec(bug, seed=1, store="store", time_limit=20)  # validates itself
