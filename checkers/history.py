@@ -108,6 +108,7 @@ class History:
     acked: dict[Any, list[Append]] = field(default_factory=dict)  # ledger -> ok appends
     reads: list[Read] = field(default_factory=list)  # ok reads and read-lacs, in order
     closed: dict[Any, list[Read]] = field(default_factory=dict)  # ledger -> closed reads
+    closed_errors: dict[Any, str] = field(default_factory=dict)  # ledger -> last failed one's
     streams: dict[Any, tuple[Any, Any]] = field(default_factory=dict)  # ledger -> (s, seq)
     audits: list[Call] = field(default_factory=list)  # ok audits of a ledger's copies
     ledgers: dict[Any, None] = field(default_factory=dict)  # every ledger, first-seen order
@@ -267,6 +268,8 @@ def _read(h: History, call: Call, kind: str) -> None:
         raise KeyError("ledger")
     h.ledgers[ledger] = None
     if kind != "ok":
+        if call.inv.value.mode == "closed":
+            h.closed_errors[ledger] = (call.done.error if call.done else None) or kind
         return
     done = call.done.value
     lac = done.lac

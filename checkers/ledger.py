@@ -307,4 +307,8 @@ def check_ledgers(h: History) -> dict[str, Any]:
     if result["valid"] and unchecked:
         result["valid"] = UNKNOWN
     result["unchecked_ledgers"] = unchecked
+    result["unchecked_why"] = [
+        {"ledger": ledger, "closed_read_error": h.closed_errors.get(ledger, "never attempted")}
+        for ledger in unchecked
+    ]
     return result

@@ -213,6 +213,11 @@ def _summary(console: Console, run_dir: Path, results: dict) -> None:
     )
     for name, cases in results["anomalies"].items():
         console.print(f"  [red]{name}[/] ×{len(cases)}: {cases[0]['explanation']}")
+    for unchecked in results["checkers"]["ledger"].get("unchecked_why", []):
+        console.print(
+            f"  [yellow]unchecked[/] ledger {unchecked['ledger']}: no closed read succeeded "
+            f"(last error: {unchecked['closed_read_error']})"
+        )
     for error in results["checkers"]["nemesis"]["errors"]:
         console.print(f"  [yellow]fault not proven[/]: {error}")
     if results.get("interrupted"):

@@ -68,6 +68,18 @@ def run_id_of(store: Path) -> str:
     return wait_for(read, "the run never created its cluster")
 
 
+def why_not_valid(results: dict, output: str) -> tuple:
+    """What a failed validity assertion shows first, short so that pytest does not cut it:
+    the anomaly names and, per checker not valid, its errors (a crash, unproven faults,
+    unchecked ledgers with their last closed-read error); then the run's output."""
+    doubts = {
+        name: {k: v for k, v in result.items() if k in ("error", "errors", "unchecked_why")}
+        for name, result in results["checkers"].items()
+        if result["valid"] is not True
+    }
+    return results["anomaly_types"], doubts, output[-2000:]
+
+
 def docker_run(snapshot: Path, store: Path, *args: str) -> tuple[int, str, str, Path]:
     """`bkchaos test --runtime docker ARGS` to its end: (exit code, output, run id, run dir)."""
     run = bkchaos(
@@ -164,7 +176,7 @@ def test_every_fault_combined_for_two_minutes_keeps_a_clean_build_valid(
         *("--nemesis", kinds, "--nemesis-interval", "4", "--time-limit", "120", "--seed", "42"),
     )
     results = json.loads((run_dir / "results.json").read_text())
-    assert code == 0, (output[-2000:], results["anomaly_types"])
+    assert code == 0, why_not_valid(results, output)
     assert results["checkers"]["nemesis"]["errors"] == []
     starts = {"start-partition", "kill", "pause", "wipe", "power-loss", "corrupt"}
     assert starts | {"clock-bump", "clock-strobe"} <= _proven_faults(run_dir / "history.jsonl")
@@ -232,7 +244,7 @@ def test_faults_aimed_at_a_zookeeper_ensemble_keep_a_clean_build_valid(
         *("--nemesis-interval", "3", "--time-limit", "20", "--seed", "9"),
     )
     results = json.loads((run_dir / "results.json").read_text())
-    assert code == 0, (output[-2000:], results["anomaly_types"])
+    assert code == 0, why_not_valid(results, output)
     history = (run_dir / "history.jsonl").read_text().splitlines()
     hit = {
         node

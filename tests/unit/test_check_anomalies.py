@@ -269,10 +269,14 @@ def test_failed_append_absent_and_tail_read_lagging_are_valid() -> None:
 def test_unchecked_ledger_with_acked_appends_is_unknown() -> None:
     h = two_acked()
     h.append(0, 9, "q", kind="info")  # unchecked but nothing acked: no doubt about it
+    h.call(1, "read", {"ledger": 7, "mode": "closed"}, {"ledger": 7, "mode": "closed"}, "fail")
+    h.ops[-1]["error"] = "NotEnoughBookies: 1 of 3 answered"
     r = h.check()
     assert r["valid"] == "unknown"
     assert r["anomaly_types"] == []
     assert r["stats"]["unchecked_ledgers"] == [7]
+    why = [{"ledger": 7, "closed_read_error": "NotEnoughBookies: 1 of 3 answered"}]
+    assert r["checkers"]["ledger"]["unchecked_why"] == why
 
 
 def test_unknown_f_and_nemesis_ops_are_counted_not_judged() -> None:
