@@ -59,6 +59,32 @@ SUBNET_POOL = ipaddress.ip_network("172.29.0.0/16")  # one /24 of it per run
 PUBLISHED_ROLES = ("zk", "client")
 """Roles whose service port the controller reaches, published on 127.0.0.1 only."""
 MAX_BOOKIES, MAX_CLIENTS = 89, 150  # bookies at .11-.99, clients at .101-.250
+EXEC_OUTPUT_DIR = "/tmp/bkchaos-exec"
+EXEC_MARK = "bkchaos-exec-exit"
+EXEC_READBACKS = 3
+EXEC_KEEP_MINUTES = 5
+"""How long an exec's output file stays on the node for a read-back (each exec deletes
+older ones)."""
+
+
+def exec_script(path: str) -> str:
+    """The shell wrapper of every exec: run "$@", keep its output and exit code at `path`
+    (the last line, after EXEC_MARK), print the file."""
+    return (
+        f"mkdir -p {EXEC_OUTPUT_DIR}; "
+        f"find {EXEC_OUTPUT_DIR} -type f -mmin +{EXEC_KEEP_MINUTES} -delete 2>/dev/null; "
+        f'{{ "$@"; printf "\\n{EXEC_MARK} %d\\n" "$?"; }} > {path} 2>&1; cat {path}'
+    )
+
+
+def split_exec_output(output: str) -> tuple[int, str] | None:
+    """(exit code, output) from a wrapped exec's printed file; None if its end mark is
+    missing (the output was lost or cut)."""
+    body, mark, code = output.rpartition(f"\n{EXEC_MARK} ")
+    code = code.removesuffix("\n")
+    if not mark or not code.lstrip("-").isdigit():
+        return None
+    return int(code), body
 
 
 def docker_client(timeout: int = 120) -> docker.DockerClient:
@@ -298,12 +324,26 @@ class DockerCluster(SupervisedCluster):
             ) from None
 
     def _run(self, name: str, argv: list[str]) -> tuple[int, str]:
-        """`docker exec` as root in the node's container."""
+        """`docker exec` as root in the node's container: (exit code, stdout and stderr).
+
+        The engine now and then loses a short-lived exec's output (it runs before the
+        attached stream is read: docker-py #2042, moby #27289), which made a proof or a
+        supervisor reply look empty. So the command writes its output and exit code to a
+        file on the node and prints it; a reply without the end mark is read back from
+        the file (EXEC_READBACKS times)."""
+        container = self._container(name)
+        path = f"{EXEC_OUTPUT_DIR}/{uuid.uuid4().hex}"
         try:
-            result = self._container(name).exec_run(argv)
+            first = reply = container.exec_run(["sh", "-c", exec_script(path), "sh", *argv])
+            for attempt in range(1 + EXEC_READBACKS):
+                if attempt:
+                    reply = container.exec_run(["cat", path])
+                marked = split_exec_output(reply.output.decode(errors="replace"))
+                if marked is not None:
+                    return marked
         except docker.errors.APIError as exc:
             raise UserError(f"cannot run a command in {name}'s container: {exc}") from exc
-        return result.exit_code, result.output.decode(errors="replace")
+        return first.exit_code, first.output.decode(errors="replace")
 
     def collect_logs(self, dest: Path) -> None:
         """Copy each node's LOG_DIR to `dest/<node>/`."""

@@ -153,26 +153,23 @@ def test_cluster_up_serves_zookeeper_and_registers_bookies(cluster: DockerCluste
 
 
 def test_containers_have_net_admin(cluster: DockerCluster) -> None:
-    container = cluster.client.containers.get(f"{cluster.network_name}-b1")
-    result = container.exec_run(["iptables", "-L", "INPUT", "-n"])
-    assert result.exit_code == 0, result.output
+    code, output = cluster.exec("b1", ["iptables", "-L", "INPUT", "-n"])
+    assert code == 0, output
 
 
 def test_kill_and_restart_keep_the_container_its_ip_and_data(cluster: DockerCluster) -> None:
     before = container_ip(cluster, "b2")
-    container = cluster.client.containers.get(before[0])
-    assert container.exec_run(["touch", "/var/lib/bkchaos/marker"]).exit_code == 0
+    assert cluster.exec("b2", ["touch", "/var/lib/bkchaos/marker"])[0] == 0
     pid = cluster.kill("b2")
-    assert container.exec_run(["kill", "-0", str(pid)]).exit_code != 0  # proven gone
+    assert cluster.exec("b2", ["kill", "-0", str(pid)])[0] != 0  # proven gone
     b2 = next(b for b in cluster.status()["bookies"] if b["name"] == "b2")
     assert (b2["alive"], b2["state"], b2["pid"]) == (False, "exited", None)
     cluster.start("b2")  # waits for a registration by the new process's session
     after = next(b for b in cluster.status()["bookies"] if b["name"] == "b2")
     assert after["alive"] and after["registered"] and after["pid"] != pid
     assert container_ip(cluster, "b2") == before
-    assert container.exec_run(["test", "-f", "/var/lib/bkchaos/marker"]).exit_code == 0
-    pid_file = container.exec_run(["cat", "/run/bkchaos/pid"]).output.decode()
-    assert pid_file == str(after["pid"])
+    assert cluster.exec("b2", ["test", "-f", "/var/lib/bkchaos/marker"])[0] == 0
+    assert cluster.exec("b2", ["cat", "/run/bkchaos/pid"]) == (0, str(after["pid"]))
 
 
 def test_pause_resume_and_graceful_stop(cluster: DockerCluster) -> None:
