@@ -3,9 +3,11 @@
 Like Jepsen's `core/run!`: client workers ask the generator for ops and execute them
 through the client agents, a nemesis worker injects faults, every invocation and
 completion goes to the history the moment it is observed. When the time limit is up the
-final phase always runs: heal every fault, wait until the cluster serves, recover and read
-every ledger in full. An op that completes `info` retires its process id and the worker
-carries on as a fresh process (id + concurrency), as in Jepsen.
+final phase always runs: heal every fault, wait until the cluster serves (if it does not,
+the heal did not take effect: an unproven fault, so the verdict is unknown, with what is
+still down), recover and read every ledger in full. An op that completes `info` retires
+its process id and the worker carries on as a fresh process (id + concurrency), as in
+Jepsen.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ class Controller:
     time_limit: float
     op_timeout: float
     rate: float
-    wait_for_cluster: Any = None
+    wait_for_cluster: Callable[[], None] | None = None
+    """Returns once the cluster serves again after the heal; raises if it does not."""
     counters: RunCounters = field(default_factory=RunCounters)
     connect: Callable[[str, str, int], Any] = AgentConnection
     """Opens a worker's connection to an agent (the sim runtime's agents are in-process)."""
@@ -104,8 +107,6 @@ class Controller:
             self.counters.phase = "healing"
             await self.heal()
         self.counters.phase = "final reads"
-        if self.wait_for_cluster is not None:
-            await asyncio.to_thread(self.wait_for_cluster)
         await self._final_reads()
         self.counters.phase = "done"
 
@@ -194,6 +195,8 @@ class Controller:
         self.history.record("invoke", "nemesis", "heal", None)
         try:
             proofs = await self.nemesis.heal()
+            if self.wait_for_cluster is not None:  # a heal that leaves it down did not heal
+                await asyncio.to_thread(self.wait_for_cluster)
         except Exception as exc:  # recorded, never silent
             message = f"{type(exc).__name__}: {exc}"
             self.history.record("info", "nemesis", "heal", None, error=message)

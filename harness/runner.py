@@ -27,7 +27,7 @@ from harness.runtime import make_cluster
 from harness.runtime.local import LocalCluster
 from harness.store import collect_logs, link_latest, new_run_dir
 from harness.testspec import TestSpec, parsed_grudge
-from nemesis.base import Composed
+from nemesis.base import Composed, FaultNotProven
 from nemesis.clock import ClockNemesis
 from nemesis.combined import CombinedCycle, NestedCycle
 from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
@@ -70,13 +70,25 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def _wait_until_serving(cluster: LocalCluster) -> Callable[[], None]:
+    """After the heal: wait until ZooKeeper serves and every bookie is registered, or
+    raise FaultNotProven saying what is still down (the final reads need them)."""
+
     def wait() -> None:
         deadline = time.monotonic() + CLUSTER_READY_TIMEOUT_S
-        while time.monotonic() < deadline:
+        while True:
             state = cluster.status()
-            if state["zk_serving"] and all(b["registered"] for b in state["bookies"]):
+            down = [b["name"] for b in state["bookies"] if not b["registered"]]
+            if state["zk_serving"] and not down:
                 return
+            if time.monotonic() > deadline:
+                break
             time.sleep(0.2)
+        missing = ["ZooKeeper not serving"] if not state["zk_serving"] else []
+        missing += [f"{name} not registered" for name in down]
+        raise FaultNotProven(
+            f"the cluster does not serve {CLUSTER_READY_TIMEOUT_S:.0f}s after the heal: "
+            + ", ".join(missing)
+        )
 
     return wait
 

@@ -1,0 +1,46 @@
+"""After the heal the run waits for the cluster to serve again; a cluster that does not is
+a heal that did not take effect, said in words, never a silent pass (harness.runner)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness import runner
+from nemesis.base import FaultNotProven
+
+
+class Statuses:
+    """A cluster whose `status()` answers the given states in turn, then the last."""
+
+    def __init__(self, *states: dict[str, Any]) -> None:
+        self.states = list(states)
+
+    def status(self) -> dict[str, Any]:
+        return self.states.pop(0) if len(self.states) > 1 else self.states[0]
+
+
+def state(zk_serving: bool, **registered: bool) -> dict[str, Any]:
+    bookies = [{"name": name, "registered": up} for name, up in registered.items()]
+    return {"zk_serving": zk_serving, "bookies": bookies}
+
+
+def test_returns_once_zookeeper_serves_and_every_bookie_registered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runner.time, "sleep", lambda s: None)
+    cluster = Statuses(state(False, b1=False), state(True, b1=False), state(True, b1=True))
+    runner._wait_until_serving(cluster)()  # type: ignore[arg-type]
+    assert cluster.states == [state(True, b1=True)]
+
+
+def test_a_cluster_still_down_at_the_deadline_is_an_unproven_heal_naming_what_is_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runner, "CLUSTER_READY_TIMEOUT_S", 0.05)
+    cluster = Statuses(state(True, b1=True, b2=False, b3=False))
+    with pytest.raises(FaultNotProven, match="b2 not registered, b3 not registered"):
+        runner._wait_until_serving(cluster)()  # type: ignore[arg-type]
+    with pytest.raises(FaultNotProven, match="ZooKeeper not serving"):
+        runner._wait_until_serving(Statuses(state(False, b1=True)))()  # type: ignore[arg-type]
