@@ -9,6 +9,7 @@ data dirs and log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,12 +17,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 
 from harness.errors import UserError
 from harness.runtime.base import (
@@ -235,7 +237,7 @@ class LocalCluster:
         ephemeral znode outlives it until its ZooKeeper session expires."""
         path = f"{self.ledgers_root}/available/{node.id}"
         deadline = time.monotonic() + BOOKIE_READY_TIMEOUT_S
-        with self.zk_client() as zk:
+        with ZkPoller(self.zk_client) as poller:
             while time.monotonic() < deadline:
                 if proc.poll() is not None:
                     node.pid = None
@@ -244,12 +246,13 @@ class LocalCluster:
                         f"bookie {node.name} exited with code {proc.returncode} while starting; "
                         f"last lines of {node.log_path}:\n{tail(node.log_path)}"
                     )
-                if registered_pid(zk, path) == proc.pid:
+                if poller.read(lambda zk: registered_pid(zk, path)) == proc.pid:
                     return
                 time.sleep(0.05)
         raise UserError(
             f"bookie {node.name} did not register at {path} within "
-            f"{BOOKIE_READY_TIMEOUT_S:.0f}s; last lines of {node.log_path}:\n{tail(node.log_path)}"
+            f"{BOOKIE_READY_TIMEOUT_S:.0f}s{poller.why()}; last lines of {node.log_path}:\n"
+            f"{tail(node.log_path)}"
         )
 
     def stop(self, name: str) -> None:
@@ -335,10 +338,12 @@ class LocalCluster:
             host, port = self.zk.rsplit(":", 1)
             zk_serving = is_serving(host, int(port))
         if zk_serving:
-            with self.zk_client() as zk:
-                available = f"{self.ledgers_root}/available"
-                if zk.exists(available):
-                    registered = set(zk.get_children(available))
+            available = f"{self.ledgers_root}/available"
+            with ZkPoller(self.zk_client) as poller:  # unreadable: none counts as registered
+                children = poller.read(
+                    lambda zk: zk.exists(available) and zk.get_children(available)
+                )
+                registered = set(children or ())
         return {
             "runtime": "local",
             "zk": self.zk,
@@ -430,6 +435,50 @@ def agent_answers(host: str, port: int) -> bool:
             return b'"ok"' in sock.makefile("rb").readline()
     except OSError:
         return False
+
+
+T = TypeVar("T")
+
+
+class ZkPoller:
+    """The controller's reads of ZooKeeper while it waits for nodes, through one session
+    that is reopened when it drops. On a loaded machine ZooKeeper can stall past the
+    session timeout (seen: kazoo's session expired while a powered-on bookie registered);
+    that is not the node's failure, so `read` answers None and the waiter asks again, on a
+    fresh session, until its own deadline. `last_error` says what went wrong last."""
+
+    def __init__(self, open_session: Callable[[], _ZkSession]) -> None:
+        self.open_session = open_session
+        self.session: _ZkSession | None = None
+        self.zk: KazooClient | None = None
+        self.last_error = ""
+
+    def read(self, what: Callable[[KazooClient], T]) -> T | None:
+        try:
+            if self.zk is None:
+                self.session = self.open_session()
+                self.zk = self.session.__enter__()
+            return what(self.zk)
+        except (KazooException, UserError) as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.close()
+            return None
+
+    def why(self) -> str:
+        """For a timeout message: what ZooKeeper last answered, if reading failed."""
+        return f" (ZooKeeper, last: {self.last_error})" if self.last_error else ""
+
+    def close(self) -> None:
+        if self.session is not None:
+            with contextlib.suppress(Exception):  # a dead session may not stop cleanly
+                self.session.__exit__(None, None, None)
+        self.session = self.zk = None
+
+    def __enter__(self) -> ZkPoller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _ZkSession:

@@ -28,7 +28,7 @@ from kazoo.client import KazooClient
 from harness.errors import UserError
 from harness.runtime.base import STATE_FILE, faketime_command, faketime_env, save_state
 from harness.runtime.bookie_config import bookie_toml
-from harness.runtime.local import _ZkSession, agent_answers, agent_command
+from harness.runtime.local import ZkPoller, _ZkSession, agent_answers, agent_command
 from harness.runtime.zookeeper import (
     ZOOKEEPER_JAR,
     is_serving,
@@ -263,13 +263,11 @@ class SupervisedCluster:
         READY_TIMEOUT_S; a process that exits meanwhile fails at once, with its log."""
         stale = stale or {}
         began = time.monotonic()
-        with contextlib.ExitStack() as stack:
-            zk = None
-            if any(n.role == "bookie" for n in nodes):
-                zk = stack.enter_context(self.zk_client())
+        needs_zk = any(n.role == "bookie" for n in nodes)
+        with ZkPoller(self.zk_client) as poller:
             waiting = list(nodes)
             while waiting:
-                registered = self._registrations(zk) if zk else {}
+                registered = (poller.read(self._registrations) if needs_zk else None) or {}
                 for node in list(waiting):
                     if node.role == "bookie":
                         ready = node.id in registered and registered[node.id] != stale.get(node.id)
@@ -283,8 +281,8 @@ class SupervisedCluster:
                     if time.monotonic() - began > READY_TIMEOUT_S[node.role]:
                         raise UserError(
                             f"{node.name} ({node.role}) was not serving within "
-                            f"{READY_TIMEOUT_S[node.role]:.0f}s; last lines of its log:\n"
-                            f"{self.log_tail(node.name)}"
+                            f"{READY_TIMEOUT_S[node.role]:.0f}s{poller.why()}; "
+                            f"last lines of its log:\n{self.log_tail(node.name)}"
                         )
                 if waiting:
                     time.sleep(0.1)
@@ -388,8 +386,8 @@ class SupervisedCluster:
         )
         registered: set[str] = set()
         if zk_serving:
-            with self.zk_client() as zk:
-                registered = set(self._registrations(zk))
+            with ZkPoller(self.zk_client) as poller:  # unreadable: none counts as registered
+                registered = set(poller.read(self._registrations) or ())
 
         def describe(node: Node) -> dict:
             state = states[node.name]

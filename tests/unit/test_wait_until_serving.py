@@ -1,13 +1,17 @@
 """After the heal the run waits for the cluster to serve again; a cluster that does not is
-a heal that did not take effect, said in words, never a silent pass (harness.runner)."""
+a heal that did not take effect, said in words, never a silent pass (harness.runner). The
+controller's own ZooKeeper session dropping meanwhile is not held against a node
+(harness.runtime.local.ZkPoller)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from kazoo.exceptions import SessionExpiredError
 
 from harness import runner
+from harness.runtime.local import ZkPoller
 from nemesis.base import FaultNotProven
 
 
@@ -44,3 +48,32 @@ def test_a_cluster_still_down_at_the_deadline_is_an_unproven_heal_naming_what_is
         runner._wait_until_serving(cluster)()  # type: ignore[arg-type]
     with pytest.raises(FaultNotProven, match="ZooKeeper not serving"):
         runner._wait_until_serving(Statuses(state(False, b1=True)))()  # type: ignore[arg-type]
+
+
+class Session:
+    """A ZooKeeper session whose client raises `fails` (or answers itself) on a read."""
+
+    def __init__(self, fails: Exception | None) -> None:
+        self.fails, self.stopped = fails, False
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped = True
+
+    def exists(self, path: str) -> str:
+        if self.fails is not None:
+            raise self.fails
+        return path
+
+
+def test_a_dropped_controller_session_is_reopened_not_blamed_on_the_node() -> None:
+    opened = [Session(SessionExpiredError()), Session(None)]
+    sessions = iter(opened)
+    with ZkPoller(lambda: next(sessions)) as poller:  # type: ignore[arg-type,return-value]
+        assert poller.read(lambda zk: zk.exists("/available/b1")) is None
+        assert opened[0].stopped and "SessionExpiredError" in poller.why()
+        assert poller.read(lambda zk: zk.exists("/available/b1")) == "/available/b1"
+        assert not opened[1].stopped
+    assert opened[1].stopped
