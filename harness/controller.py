@@ -193,13 +193,15 @@ class Controller:
     async def heal(self) -> None:
         """Undo every fault still in force, recorded as a `heal` nemesis op with proofs."""
         self.history.record("invoke", "nemesis", "heal", None)
+        proofs = None
         try:
             proofs = await self.nemesis.heal()
             if self.wait_for_cluster is not None:  # a heal that leaves it down did not heal
                 await asyncio.to_thread(self.wait_for_cluster)
-        except Exception as exc:  # recorded, never silent
+        except Exception as exc:  # recorded, never silent; with the proofs if the wait failed
             message = f"{type(exc).__name__}: {exc}"
-            self.history.record("info", "nemesis", "heal", None, error=message)
+            done = None if proofs is None else {"proof": proofs}
+            self.history.record("info", "nemesis", "heal", done, error=message)
             self.counters.fault_errors.append(f"heal: {message}")
             return
         self.history.record("info", "nemesis", "heal", {"proof": proofs})

@@ -5,12 +5,17 @@ controller's own ZooKeeper session dropping meanwhile is not held against a node
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kazoo.exceptions import SessionExpiredError
 
 from harness import runner
+from harness.controller import Controller
+from harness.history import HistoryWriter
 from harness.runtime.local import ZkPoller
 from nemesis.base import FaultNotProven
 
@@ -77,3 +82,41 @@ def test_a_dropped_controller_session_is_reopened_not_blamed_on_the_node() -> No
         assert poller.read(lambda zk: zk.exists("/available/b1")) == "/available/b1"
         assert not opened[1].stopped
     assert opened[1].stopped
+
+
+STILL_DOWN = "the cluster does not serve 60s after the heal: b2 not registered"
+
+
+class HealedNemesis:
+    """A nemesis whose heal succeeds with one proof."""
+
+    async def heal(self) -> list[dict[str, Any]]:
+        return [{"f": "power-on", "proof": {"b2": {"new_pid": 7}}}]
+
+
+def test_a_cluster_down_after_the_heal_is_an_unproven_heal_with_its_proofs_kept(
+    tmp_path: Path,
+) -> None:
+    def still_down() -> None:
+        raise FaultNotProven(STILL_DOWN)
+
+    with HistoryWriter(tmp_path / "history.jsonl") as history:
+        controller = Controller(
+            history=history,
+            workload=None,  # type: ignore[arg-type]
+            agents=[],
+            nemesis=HealedNemesis(),  # type: ignore[arg-type]
+            fault_schedule=None,
+            seed=0,
+            concurrency=1,
+            time_limit=0,
+            op_timeout=1,
+            rate=1,
+            wait_for_cluster=still_down,
+        )
+        asyncio.run(controller.heal())
+    invoke, done = (json.loads(line) for line in history.path.read_text().splitlines())
+    assert (invoke["f"], done["f"], done["type"]) == ("heal", "heal", "info")
+    assert done["value"] == {"proof": [{"f": "power-on", "proof": {"b2": {"new_pid": 7}}}]}
+    assert done["error"] == f"FaultNotProven: {STILL_DOWN}"
+    assert controller.counters.fault_errors == [f"heal: FaultNotProven: {STILL_DOWN}"]
