@@ -740,9 +740,19 @@ class Writer:
         self.error = error
         for pending in self._pending.values():
             if not pending.future.done():
-                pending.future.set_exception(error)
+                pending.future.set_exception(_for_pending(error, pending))
             pending.retired.set_result(None)
         self._pending.clear()
+
+
+def _for_pending(error: BKError, pending: _PendingAdd) -> BKError:
+    """The error a pending add fails with. Whatever ended the writer (say, a ZooKeeper
+    read failing during an ensemble change: that read did not happen), an add already
+    sent to a bookie may be stored there, and a recovery that finds it there takes it into
+    the ledger: its failure is never definite."""
+    if error.may_have_happened or not pending.sent:
+        return error
+    return type(error)(error.args[0], may_have_happened=True, code=error.code)
 
 
 class LedgerHandle(ReadHandle):
