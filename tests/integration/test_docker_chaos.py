@@ -168,12 +168,20 @@ def test_every_fault_combined_for_two_minutes_keeps_a_clean_build_valid(
 
     The schedule draws every kind once per round, but the nemesis runs one op at a time and
     restarts, power-ons, wipes and restores (a bookie boots and registers) take 5-8 s each:
-    measured, 60 s fit 6 to 8 of the 8 starts, so the run is twice that."""
+    measured, 60 s fit 6 to 8 of the 8 starts, so the run is twice that.
+
+    Partitions cut b1 off the other bookies and the clients but not off ZooKeeper: a bookie
+    a drawn grudge cuts off ZooKeeper cannot register, so its restart, power-on or wipe
+    cannot be proven while the partition lasts (seen once in eleven runs: an unproven wipe,
+    verdict unknown) — docs/nemeses.md."""
     kinds = "partition,kill,pause,wipe,power-loss,corrupt,clock,clock-strobe"
+    others = ["b2", "b3", "b4", "c1", "c2"]
+    b1_unreachable = json.dumps({"b1": others, **{node: ["b1"] for node in others}})
     code, output, run_id, run_dir = docker_run(
         source_snapshot,
         tmp_path / "store",
         *("--nemesis", kinds, "--nemesis-interval", "4", "--time-limit", "120", "--seed", "42"),
+        *("--grudge", b1_unreachable),
     )
     results = json.loads((run_dir / "results.json").read_text())
     assert code == 0, why_not_valid(results, output)
