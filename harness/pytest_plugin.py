@@ -39,6 +39,7 @@ from harness.errors import UserError
 from harness.nightly import SPEC_FIELDS, replay_command, store_name
 from harness.runtime.local import LocalCluster
 from harness.testspec import RUNTIMES, TestSpec
+from harness.verdict import reasons
 
 SEED_KEY = pytest.StashKey[int]()
 RUNS_KEY = pytest.StashKey[list["ChaosRun"]]()
@@ -79,12 +80,7 @@ class ChaosRun:
             f"{','.join(spec.nemesis) or 'none'}, bugs {','.join(spec.bugs) or 'none'}, "
             f"seed {spec.seed}, {spec.time_limit:g}s"
         ]
-        for name, cases in self.results["anomalies"].items():
-            lines.append(f"  {name} ×{len(cases)}: {cases[0].get('explanation', '')}")
-        for error in self.results["checkers"].get("nemesis", {}).get("errors", []):
-            lines.append(f"  fault not proven: {error}")
-        if self.results.get("interrupted"):
-            lines.append("  interrupted: the final phase did not complete")
+        lines += [f"  {head}{rest}" for _, head, rest in reasons(self.results)]
         if self.report is not None:
             lines.append(f"report: {self.report}")
         else:

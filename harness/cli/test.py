@@ -17,6 +17,7 @@ from harness.controller import RunCounters
 from harness.errors import UserError
 from harness.runner import exit_code, run_test
 from harness.testspec import NEMESES, NEMESIS_ORDERS, RUNTIMES, TARGETS, WORKLOADS, TestSpec
+from harness.verdict import reasons
 from nemesis.disk import CORRUPT_MODES
 
 
@@ -211,17 +212,8 @@ def _summary(console: Console, run_dir: Path, results: dict) -> None:
         f"{verdict}  ops {stats['ops']}  ok {stats['ok']}  fail {stats['fail']}  "
         f"info {stats['info']}  ledgers {stats['ledgers']}"
     )
-    for name, cases in results["anomalies"].items():
-        console.print(f"  [red]{name}[/] ×{len(cases)}: {cases[0]['explanation']}")
-    for unchecked in results["checkers"]["ledger"].get("unchecked_why", []):
-        console.print(
-            f"  [yellow]unchecked[/] ledger {unchecked['ledger']}: no closed read succeeded "
-            f"(last error: {unchecked['closed_read_error']})"
-        )
-    for error in results["checkers"]["nemesis"]["errors"]:
-        console.print(f"  [yellow]fault not proven[/]: {error}")
-    if results.get("interrupted"):
-        console.print("  [yellow]interrupted[/]: the final phase did not complete")
+    for colour, head, rest in reasons(results):
+        console.print(f"  [{colour}]{head}[/]{rest}")
     console.print(f"run directory: {run_dir}")
     report = run_dir / "report.html"
     if report.exists():
