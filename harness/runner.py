@@ -231,9 +231,9 @@ def _run_simulated(spec: TestSpec, run_dir: Path) -> dict[str, Any]:
     from harness.runtime.sim import SimSpec, run_sim  # it imports this module's check_run
 
     sim = SimSpec(**{name: getattr(spec, name) for name in SIM_SETTINGS})
-    bookies = tuple(f"b{i}" for i in range(1, spec.bookies + 1))
+    pool = tuple(spec.client_names() if spec.targets == "client" else spec.bookie_names())
     workload = WORKLOADS[spec.workload](spec)
-    results = run_sim(sim, run_dir, workload, fault_schedule(spec, bookies), spec.to_json()).results
+    results = run_sim(sim, run_dir, workload, fault_schedule(spec, pool), spec.to_json()).results
     try_write_report(run_dir)
     link_latest(run_dir)
     return results

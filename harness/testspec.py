@@ -14,7 +14,7 @@ from bookie_image import bugs
 from harness.errors import UserError
 from nemesis.disk import CORRUPT_MODES
 from nemesis.grudge import NAMES as GRUDGE_NAMES
-from nemesis.net import parsed_packet
+from nemesis.net import packet_destinations, parsed_packet
 from nemesis.schedule import check_steps, schedule_kinds
 
 WORKLOADS = ("ledger", "log", "unbounded", "tail", "recovery-race")
@@ -52,8 +52,10 @@ NEMESIS_ORDERS = ("shuffled", "nested")
 TARGETS = ("one", "minority", "writer", "zk", "client")
 """`--targets`: bookies (one, a minority, or every bookie of the ensemble the newest open
 ledger is being written to) or another role's nodes."""
-ROLE_TARGET_KINDS = ("kill", "pause", "partition", "clock", "clock-strobe")
+ROLE_TARGET_KINDS = ("kill", "pause", "partition", "clock", "clock-strobe", "packet")
 """The faults that apply to ZooKeeper and client agents (the rest act on bookie disks)."""
+SIM_CLIENT_TARGET_KINDS = ("packet",)
+"""What the simulation does to a client agent (it shapes a simulated node's egress)."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,8 @@ class TestSpec:
     packet: str = ""
     """How a seeded `packet` fault shapes its node's egress: `key=value` pairs of
     nemesis.net.NETEM_KEYS and `rate` ("rate=200kbit", "delay_ms=100,loss_pct=5"); empty:
-    the nemesis's default (a 50±10 ms delay). A rate alone needs no netem (tbf)."""
+    the nemesis's default (a 50±10 ms delay). A rate alone needs no netem (tbf). `to=b1+b2`
+    shapes only what the node sends to those nodes (a link)."""
     time_limit: float = 30.0
     concurrency: int = 4
     clients: int = 2
@@ -132,10 +135,12 @@ class TestSpec:
             raise UserError(f"--targets {self.targets!r}: choose one of {TARGETS}")
         if self.targets in ("zk", "client"):
             wrong = [k for k in self.nemesis if k not in ROLE_TARGET_KINDS]
-            if wrong or self.runtime in ("local", "sim"):
+            simulated = self.targets == "client" and set(self.nemesis) <= {*SIM_CLIENT_TARGET_KINDS}
+            if wrong or self.runtime == "local" or (self.runtime == "sim" and not simulated):
                 raise UserError(
                     f"--targets {self.targets} takes only {ROLE_TARGET_KINDS} faults on the docker "
-                    f"or ssh runtime (got {list(self.nemesis)} on {self.runtime})"
+                    f"or ssh runtime, and {SIM_CLIENT_TARGET_KINDS} on client agents in the sim "
+                    f"(got {list(self.nemesis)} on {self.runtime})"
                 )
         if self.targets == "writer" and self.runtime == "sim":
             raise UserError("--targets writer needs a real runtime; the sim takes one or minority")
@@ -171,7 +176,8 @@ class TestSpec:
                     "carry their own parameters: drop one of the two"
                 )
             try:
-                parsed_packet(self.packet)
+                to = parsed_packet(self.packet).get("to", [])
+                packet_destinations({"to": to}, [*self.bookie_names(), *self.client_names()])
             except ValueError as exc:
                 raise UserError(f"--packet {self.packet!r}: {exc}") from None
 
@@ -254,10 +260,16 @@ class TestSpec:
         if missing:
             raise UserError(f"the schedule uses {missing}: add them to --nemesis or omit it")
 
+    def bookie_names(self) -> list[str]:
+        return [f"b{i}" for i in range(1, self.bookies + 1)]
+
+    def client_names(self) -> list[str]:
+        return [f"c{i}" for i in range(1, self.clients + 1)]
+
     def _schedule_kinds(self) -> tuple[str, ...]:
         """The nemesis kinds of a schedule that can replay on this cluster."""
         try:
-            check_steps(self.schedule, [f"b{i + 1}" for i in range(self.bookies)])
+            check_steps(self.schedule, self.bookie_names(), self.client_names())
         except ValueError as exc:
             raise UserError(f"{exc}; fix the schedule file or draw a new one") from None
         return schedule_kinds(self.schedule)

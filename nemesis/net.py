@@ -222,6 +222,9 @@ class PacketNemesis:
 
     Op value (all optional): `delay_ms`, `jitter_ms`, `loss_pct`, `duplicate_pct`,
     `reorder_pct`, `corrupt_pct` and `rate` (e.g. "1mbit"); defaults to a 50±10 ms delay.
+    `to` (node names) shapes only the packets sent to those nodes, as Jepsen's `shape!`
+    does for a link: an htb root sends them (u32 filters on their addresses) to a class
+    whose qdisc is the one the whole interface would get; everything else passes as before.
     """
 
     fs = frozenset({"start-packet", "stop-packet"})
@@ -238,13 +241,13 @@ class PacketNemesis:
         route = f"ip -o route get {self._peer(node).ip}"
         return f"dev=$({route} | sed 's/.* dev \\([^ ]*\\).*/\\1/')"
 
-    async def _connect_ms(self, node: str) -> float | None:
-        """Median TCP connect time from a peer to `node`: a SYN-ACK leaves through the
-        node's netem, so a delay there shows in full."""
+    async def _connect_ms(self, node: str, peer: str | None = None) -> float | None:
+        """Median TCP connect time from `peer` (by default some other node) to `node`: a
+        SYN-ACK leaves through the node's netem, so a delay there shows in full."""
         target = next(n for n in self.runtime.nodes if n.name == node)
         seen = await on_node(
             self.runtime,
-            self._peer(node).name,
+            peer or self._peer(node).name,
             "probe",
             targets={node: [target.ip, target.port]},
             timeout=5.0,
@@ -263,17 +266,25 @@ class PacketNemesis:
         params = netem_params(value)
         qdisc = shaping_qdisc(params)
         kind = qdisc.split()[0]
+        to = packet_destinations(value, [n.name for n in self.runtime.nodes])
         if not _has_net_admin(self.runtime):
             raise FaultNotProven(f"{NO_NET_ADMIN}: packet faults (tc {kind}) are unavailable")
+        addresses = {n.name: n.ip for n in self.runtime.nodes if n.name in to}
         proof = {}
         for node in nodes:
-            before = await self._connect_ms(node)
+            peer = to[0] if to else None  # a shaped link's far end sees the shaping
+            before = await self._connect_ms(node, peer)
+            script = (
+                _link_shaping(qdisc, [addresses[d] for d in to])
+                if to
+                else f"tc qdisc replace dev $dev root {qdisc}"
+            )
             try:
                 shown = await _sh(
                     self.runtime,
                     node,
-                    f"{self._dev(node)} && tc qdisc replace dev $dev root {qdisc} "
-                    "&& tc qdisc show dev $dev",
+                    f"{self._dev(node)} && {script} && tc qdisc show dev $dev"
+                    + (" && tc filter show dev $dev" if to else ""),
                 )
             except FaultNotProven as exc:
                 if "qdisc kind is unknown" in str(exc):
@@ -282,7 +293,13 @@ class PacketNemesis:
             self.shaped.add(node)
             if f"qdisc {kind} " not in shown:
                 raise FaultNotProven(f"no {kind} qdisc on {node} after adding it: {shown.strip()}")
-            after = await self._connect_ms(node)
+            unfiltered = [d for d in to if _u32_match(addresses[d]) not in shown]
+            if unfiltered:
+                raise FaultNotProven(
+                    f"no tc filter on {node} sends its packets to {unfiltered} through the "
+                    f"shaping: {shown.strip()}"
+                )
+            after = await self._connect_ms(node, peer)
             proof[node] = {
                 "qdisc": shown.strip(),
                 "connect_ms_before": before,
@@ -311,17 +328,71 @@ class PacketNemesis:
         return [{"f": "stop-packet", "proof": await self._clear(sorted(self.shaped))}]
 
 
+LINK_CLASS = "1:2"
+"""The htb class a link-shaping fault (`to`) sends its destinations' packets to; 1:1, the
+default, passes everything else unshaped."""
+UNSHAPED_RATE = "10gbit"
+HTB_QUANTUM_BYTES = 1514
+"""One full Ethernet frame per round: htb's default quantum (rate / r2q) is far off for
+both a 10gbit class and a slow one, and tc warns about it."""
+
+
+def _link_shaping(qdisc: str, addresses: list[str]) -> str:
+    """tc commands that shape only the packets sent to `addresses` with `qdisc`."""
+    commands = [
+        "tc qdisc replace dev $dev root handle 1: htb default 1",
+        *(
+            f"tc class add dev $dev parent 1: classid {classid} htb rate {UNSHAPED_RATE} "
+            f"quantum {HTB_QUANTUM_BYTES}"
+            for classid in ("1:1", LINK_CLASS)
+        ),
+        f"tc qdisc add dev $dev parent {LINK_CLASS} handle 2: {qdisc}",
+        *(
+            f"tc filter add dev $dev parent 1: protocol ip prio 1 u32 match ip dst {ip}/32 "
+            f"flowid {LINK_CLASS}"
+            for ip in addresses
+        ),
+    ]
+    return " && ".join(commands)
+
+
+def _u32_match(ip: str) -> str:
+    """How `tc filter show` prints a u32 match on destination `ip` (offset 16 of the IP
+    header): `match 0a000003/ffffffff at 16`."""
+    hexed = "".join(f"{int(part):02x}" for part in ip.split("."))
+    return f"match {hexed}/ffffffff at 16"
+
+
+def packet_destinations(value: dict[str, Any], nodes: list[str]) -> list[str]:
+    """A start-packet op's `to`: the nodes whose packets it shapes (empty: all), checked
+    against the cluster's `nodes` before any node is touched."""
+    to = value.get("to") or []
+    if not isinstance(to, list) or not all(isinstance(n, str) for n in to):
+        raise ValueError(f"value.to must be a list of node names, got {to!r}")
+    unknown = sorted(set(to) - set(nodes))
+    if unknown:
+        raise ValueError(f"value.to names {unknown}, which are not nodes of {sorted(nodes)}")
+    return sorted(set(to))
+
+
 def parsed_packet(text: str) -> dict[str, Any]:
-    """`--packet` ("rate=200kbit", "delay_ms=100,loss_pct=5") as a start-packet op's
-    parameters, checked as the op itself is."""
+    """`--packet` ("rate=200kbit", "delay_ms=100,loss_pct=5", "rate=64kbit,to=b1+b2") as
+    a start-packet op's parameters, checked as the op itself is (`to`'s node names by the
+    test, which knows the cluster)."""
     params: dict[str, Any] = {}
+    destinations: list[str] = []
     for item in text.split(","):
         key, sep, raw = (part.strip() for part in item.partition("="))
-        if not sep or key not in (*NETEM_KEYS, "rate"):
+        if not sep or key not in (*NETEM_KEYS, "rate", "to"):
             raise ValueError(
-                f"give key=value pairs, keys among {[*NETEM_KEYS, 'rate']} "
+                f"give key=value pairs, keys among {[*NETEM_KEYS, 'rate', 'to']} "
                 f'(e.g. "rate=200kbit" or "delay_ms=100,loss_pct=5"), got {item.strip()!r}'
             )
+        if key == "to":
+            destinations = [name.strip() for name in raw.split("+") if name.strip()]
+            if not destinations:
+                raise ValueError('to names the nodes whose packets are shaped: "to=b1+b2"')
+            continue
         if key == "rate":
             params[key] = raw
             continue
@@ -330,7 +401,8 @@ def parsed_packet(text: str) -> dict[str, Any]:
         except ValueError:
             raise ValueError(f"{key} must be a number, got {raw!r}") from None
         params[key] = int(number) if number.is_integer() else number
-    return netem_params(params)  # ranges checked as every start-packet op's are
+    shaping = netem_params(params)  # ranges checked as every start-packet op's are
+    return {**shaping, "to": destinations} if destinations else shaping
 
 
 def netem_params(value: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
-from nemesis.net import netem_params
+from nemesis.net import netem_params, packet_destinations
 
 START_STOP = {
     "kill": ("kill", "restart"),
@@ -128,11 +128,12 @@ STEP_KIND = {f: kind for kind, pair in START_STOP.items() for f in pair}
 """Each fault op a schedule may contain, mapped to the nemesis kind that performs it."""
 
 
-def check_steps(steps: Sequence[Any], nodes: Sequence[str]) -> None:
+def check_steps(steps: Sequence[Any], nodes: Sequence[str], clients: Sequence[str] = ()) -> None:
     """Refuse a schedule that cannot replay, naming the first bad step and how to fix it.
 
     A step is `{"at": seconds after the run starts, "f": op, "value": {"nodes": [...]}}`;
     steps come in time order and name their targets, so a replay needs no randomness.
+    Packet steps may also shape `clients` (a client's link to a bookie, `value.to`).
     """
     last = 0.0
     for i, step in enumerate(steps):
@@ -147,12 +148,14 @@ def check_steps(steps: Sequence[Any], nodes: Sequence[str]) -> None:
         last = at
         if step["f"] not in STEP_KIND:
             raise ValueError(f"{where}: 'f' must be one of {sorted(STEP_KIND)}")
+        allowed = [*nodes, *clients] if STEP_KIND[step["f"]] == "packet" else list(nodes)
         targets = step["value"].get("nodes") if isinstance(step["value"], dict) else None
-        if not isinstance(targets, list) or not targets or not set(targets) <= set(nodes):
-            raise ValueError(f"{where}: value.nodes must be a non-empty list of {list(nodes)}")
+        if not isinstance(targets, list) or not targets or not set(targets) <= set(allowed):
+            raise ValueError(f"{where}: value.nodes must be a non-empty list of {allowed}")
         if step["f"] == "start-packet":
             try:
                 netem_params(step["value"])
+                packet_destinations(step["value"], [*nodes, *clients])
             except ValueError as exc:
                 raise ValueError(f"{where}: {exc}") from None
 

@@ -103,7 +103,8 @@ pipeline_option = click.option(
     default="",
     metavar="KEY=VALUE,...",
     help='How packet faults shape a node\'s egress: "rate=200kbit" (tbf: needs no netem), '
-    '"delay_ms=100,loss_pct=5", ... (default: a 50±10 ms delay).',
+    '"delay_ms=100,loss_pct=5", "rate=64kbit,to=b1" (only what it sends to b1), ... '
+    "(default: a 50±10 ms delay).",
 )
 @click.option("--op-timeout", type=float, default=10.0, show_default=True)
 @click.option("--bookies", type=int, default=4, show_default=True)

@@ -49,7 +49,7 @@ from harness.testspec import SIM_CORRUPT_MODES
 from nemesis.base import FaultNotProven
 from nemesis.clock import STROBE_PERIOD_S, strobe
 from nemesis.grudge import grudge
-from nemesis.net import netem_params, rate_bits_per_second
+from nemesis.net import netem_params, packet_destinations, rate_bits_per_second
 
 CORRUPTIBLE = {
     "entrylog": ("ledgers", "current/entrylog-"),
@@ -171,6 +171,7 @@ class SimNemesis:
                 params.get("reorder_pct", 0) / 100,
                 params.get("corrupt_pct", 0) / 100,
                 rate_bits_per_second(params["rate"]) if "rate" in params else 0.0,
+                tuple(packet_destinations(value, self.cluster.nodes)),
             )
             for node in self._nodes(value):
                 network.shape(node, shaping)

@@ -15,6 +15,7 @@ and hand out transports that behave like TCP sockets. So the model is TCP's:
   `loss` or `corrupt` is retransmitted (a corrupted segment fails TCP's checksum and is
   dropped), and queues behind the node's earlier writes for its size at `rate`; a
   duplicated segment is discarded by the receiving TCP, so `duplicate` costs nothing;
+  a shaping with `to` acts only on the writes to those peers (one link's queue);
 - a partition (a grudge: node -> the nodes whose traffic it drops) holds bytes in flight
   until it heals, and a connection attempt across it never completes (the caller's
   timeout decides); a process that dies resets its connections (the peer sees a reset);
@@ -38,7 +39,8 @@ class Shaping:
     """netem on one node's egress: extra delay uniform in `delay_s ± jitter_s`; the
     probabilities that a write is lost or corrupted (either way retransmitted), duplicated
     (no effect on a TCP stream) or reordered (sent without the delay); and the egress
-    rate in bits per second (0: unlimited)."""
+    rate in bits per second (0: unlimited); `to`: the only peers whose packets it shapes
+    (empty: every peer), as an htb filter on their addresses does."""
 
     delay_s: float
     jitter_s: float = 0.0
@@ -47,6 +49,7 @@ class Shaping:
     reorder: float = 0.0
     corrupt: float = 0.0
     rate_bps: float = 0.0
+    to: tuple[str, ...] = ()
 
 
 _EOF = object()  # the peer closed its end
@@ -209,12 +212,12 @@ class Network:
             delay += self.rto
         return delay
 
-    def shaping_delay(self, node: str, size: int = 0) -> float:
+    def shaping_delay(self, node: str, peer: str, size: int = 0) -> float:
         """The extra one-way delay `node`'s egress shaping adds to one write of `size`
-        bytes. Drawn only while it is shaped, and a draw per parameter only when that
+        bytes to `peer`. Drawn only while it is shaped, and a draw per parameter only when that
         parameter is set, so runs draw exactly what they drew before the parameter was."""
         shaping = self.shaped.get(node)
-        if shaping is None:
+        if shaping is None or (shaping.to and peer not in shaping.to):
             return 0.0
         extra = max(0.0, self.rng.uniform(-shaping.jitter_s, shaping.jitter_s) + shaping.delay_s)
         if shaping.reorder and self.rng.random() < shaping.reorder:
@@ -275,7 +278,8 @@ class Network:
 
     def _deliver(self, end: SimTransport, item: Any) -> None:
         delay = self.delay()
-        delay += self.shaping_delay(end.node, len(item) if isinstance(item, bytes) else 0)
+        size = len(item) if isinstance(item, bytes) else 0
+        delay += self.shaping_delay(end.node, end.peer.node, size)
         at = max(self.loop.time() + delay, end.last_delivery)
         end.last_delivery = at
         peer = end.peer
@@ -295,7 +299,10 @@ class Network:
         server = self.servers.get((host, port))
         if server is not None and self.blocked(node, server.node):
             await self.loop.create_future()  # the SYN is dropped: hang until the caller gives up
-        shaped = self.shaping_delay(node) + (self.shaping_delay(server.node) if server else 0.0)
+        peer = server.node if server else ""
+        shaped = self.shaping_delay(node, peer) + (
+            self.shaping_delay(server.node, node) if server else 0.0
+        )
         await asyncio.sleep(2 * self.delay() + shaped)
         server = self.servers.get((host, port))
         if server is None:

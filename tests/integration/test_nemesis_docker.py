@@ -172,6 +172,21 @@ async def test_a_rate_limit_alone_is_a_token_bucket_that_slows_what_the_node_sen
     assert add_from(cluster, "b3")[0] == 0
 
 
+async def test_a_shaped_link_slows_only_what_goes_to_its_destinations(cluster) -> None:
+    """`to`: b2's packets to b1 queue at 200 kbit/s, its packets to b3 do not; the proof
+    shows the filter on b1's address."""
+    nemesis = PacketNemesis(cluster)
+    op = {"f": "start-packet", "value": {"nodes": ["b2"], "rate": "200kbit", "to": ["b1"]}}
+    done = await nemesis.invoke(op)
+    shown = done["proof"]["b2"]["qdisc"]
+    assert "qdisc htb 1: root" in shown and "qdisc tbf 2: parent 1:2" in shown, shown
+    to_b1 = await _transfer_s(cluster, "b2", "b1", 96_000)
+    to_b3 = await _transfer_s(cluster, "b2", "b3", 96_000)
+    [healed] = await nemesis.heal()
+    assert "htb" not in healed["proof"]["b2"]["qdisc"]
+    assert to_b1 >= 2.5 > 0.5 > to_b3, (to_b1, to_b3)  # 96 KB at 25 KB/s: ~3.8 s
+
+
 async def test_disk_faults_run_inside_the_containers(cluster) -> None:
     """The same disk nemeses as on the local runtime, through `docker exec`."""
     assert add_from(cluster, "b1")[0] == 0

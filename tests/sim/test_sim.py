@@ -288,7 +288,8 @@ def test_a_packet_fault_delays_what_the_shaped_node_sends_and_heals(tmp_path: Pa
     run = run_sim(SimSpec(seed=4, time_limit=2.5, schedule=schedule), tmp_path)
     assert run.results["valid"] is True, run.results["anomaly_types"]
     done = _fault_proofs(tmp_path)
-    assert done["start-packet"]["proof"]["shaped"] == {"b1": asdict(Shaping(0.2))}
+    as_recorded = json.loads(json.dumps(asdict(Shaping(0.2))))
+    assert done["start-packet"]["proof"]["shaped"] == {"b1": as_recorded}
     assert done["stop-packet"]["proof"]["shaped"] == {}
     ops = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
     shaped_at, healed_at = (
@@ -312,6 +313,24 @@ def test_a_packet_fault_delays_what_the_shaped_node_sends_and_heals(tmp_path: Pa
     assert slow_after and not any(slow_after)
 
 
+def test_a_clients_link_to_one_bookie_is_shaped_in_a_replayed_schedule(tmp_path: Path) -> None:
+    """A schedule may shape a client agent's link to a bookie (`to`), as the real nemesis
+    shapes one with an htb filter; a correct build stays valid."""
+    schedule = (
+        {
+            "at": 0.2,
+            "f": "start-packet",
+            "value": {"nodes": ["c1"], "to": ["b1"], "rate": "64kbit"},
+        },
+        {"at": 1.2, "f": "stop-packet", "value": {"nodes": ["c1"]}},
+    )
+    run = run_sim(SimSpec(seed=6, time_limit=1.5, schedule=schedule), tmp_path)
+    assert run.results["valid"] is True, run.results["anomaly_types"]
+    shaped = _fault_proofs(tmp_path)["start-packet"]["proof"]["shaped"]
+    assert list(shaped) == ["c1"] and shaped["c1"]["to"] == ["b1"]
+    assert shaped["c1"]["rate_bps"] == 64_000
+
+
 def _shaped(shaping: Shaping) -> Network:
     """A network (at virtual time 0) whose node b1 sends through `shaping`."""
     network = Network(SimLoop(), random.Random(0))
@@ -323,11 +342,20 @@ def test_a_rate_limit_queues_each_write_behind_the_ones_before_it() -> None:
     """At 80 kbit/s a 1000-byte write takes 0.1 s to leave, and the next one waits for it;
     a new shaping (a new qdisc) starts with an empty queue."""
     network = _shaped(Shaping(0.0, rate_bps=80_000))
-    assert network.shaping_delay("b1", 1000) == pytest.approx(0.1)
-    assert network.shaping_delay("b1", 1000) == pytest.approx(0.2)
-    assert network.shaping_delay("b2", 1000) == 0.0  # only b1 is shaped
+    assert network.shaping_delay("b1", "c1", 1000) == pytest.approx(0.1)
+    assert network.shaping_delay("b1", "c1", 1000) == pytest.approx(0.2)
+    assert network.shaping_delay("b2", "c1", 1000) == 0.0  # only b1 is shaped
     network.shape("b1", Shaping(0.0, rate_bps=80_000))
-    assert network.shaping_delay("b1", 500) == pytest.approx(0.05)
+    assert network.shaping_delay("b1", "c1", 500) == pytest.approx(0.05)
+
+
+def test_a_shaped_link_queues_only_the_writes_to_its_destinations() -> None:
+    """`to`: b1's writes to b2 wait in the rate limit's queue; its writes to c1 pass at
+    once and take no place in that queue."""
+    network = _shaped(Shaping(0.0, rate_bps=80_000, to=("b2",)))
+    assert network.shaping_delay("b1", "b2", 1000) == pytest.approx(0.1)
+    assert network.shaping_delay("b1", "c1", 1000) == 0.0
+    assert network.shaping_delay("b1", "b2", 1000) == pytest.approx(0.2)
 
 
 @pytest.mark.parametrize(
@@ -342,7 +370,7 @@ def test_a_rate_limit_queues_each_write_behind_the_ones_before_it() -> None:
 def test_packet_corruption_duplication_and_reordering_show_as_tcp_shows_them(
     shaping: Shaping, extra_s: float
 ) -> None:
-    assert _shaped(shaping).shaping_delay("b1", 100) == pytest.approx(extra_s)
+    assert _shaped(shaping).shaping_delay("b1", "c1", 100) == pytest.approx(extra_s)
 
 
 def test_an_unset_shaping_parameter_draws_nothing() -> None:
@@ -351,7 +379,7 @@ def test_an_unset_shaping_parameter_draws_nothing() -> None:
     network = _shaped(Shaping(0.05, jitter_s=0.01))
     reference = random.Random(0)
     expected = max(0.0, reference.uniform(-0.01, 0.01) + 0.05)
-    assert network.shaping_delay("b1", 100) == expected
+    assert network.shaping_delay("b1", "c1", 100) == expected
     assert network.rng.random() == reference.random()
 
 
@@ -374,5 +402,5 @@ def test_every_netem_parameter_shapes_a_simulated_run_that_stays_valid(tmp_path:
     run = run_sim(SimSpec(seed=5, time_limit=1.5, schedule=schedule), tmp_path)
     assert run.results["valid"] is True, run.results["anomaly_types"]
     shaped = _fault_proofs(tmp_path)["start-packet"]["proof"]["shaped"]
-    want = asdict(Shaping(0.02, 0.005, 0.02, 0.1, 0.25, 0.05, 2e6))
+    want = json.loads(json.dumps(asdict(Shaping(0.02, 0.005, 0.02, 0.1, 0.25, 0.05, 2e6))))
     assert shaped == {"b1": want, "b2": want}

@@ -89,6 +89,7 @@ def test_packet_faults_take_the_given_shaping_or_leave_the_nemesis_default() -> 
         ({"nemesis": ("packet",), "packet": "speed=1"}, "keys among"),
         ({"nemesis": ("packet",), "packet": "loss_pct=150"}, "from 0 to 100"),
         ({"nemesis": ("packet",), "packet": "reorder_pct=5"}, "give delay_ms too"),
+        ({"nemesis": ("packet",), "packet": "rate=1mbit,to=b7"}, r"names \['b7'\]"),
         (
             {
                 "nemesis": ("packet",),
@@ -110,6 +111,10 @@ def test_role_targets_and_grudges_are_checked_before_anything_starts() -> None:
     assert TestSpec(runtime="docker", targets="zk", nemesis=("kill",)).targets == "zk"
     with pytest.raises(UserError, match="docker or ssh"):
         TestSpec(targets="client", nemesis=("kill",))  # local
+    with pytest.raises(UserError, match="in the sim"):
+        TestSpec(runtime="sim", targets="client", nemesis=("packet", "kill"))
+    shaped = TestSpec(runtime="sim", targets="client", nemesis=("packet",), packet="to=b1")
+    assert shaped.targets == "client"  # a client's link to a bookie, in the simulation
     with pytest.raises(UserError, match="takes only"):
         TestSpec(runtime="docker", targets="zk", nemesis=("wipe",))
     with pytest.raises(UserError, match="add partition"):

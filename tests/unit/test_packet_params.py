@@ -11,8 +11,11 @@ import pytest
 from nemesis.net import (
     TBF_MIN_BURST_BYTES,
     PacketNemesis,
+    _link_shaping,
+    _u32_match,
     netem_arguments,
     netem_params,
+    packet_destinations,
     parsed_packet,
     rate_bits_per_second,
     shaping_qdisc,
@@ -53,6 +56,28 @@ def test_a_rate_limit_alone_is_a_token_bucket_and_anything_more_is_netem() -> No
 def test_packet_options_read_as_op_parameters() -> None:
     assert parsed_packet("rate=200kbit") == {"rate": "200kbit"}
     assert parsed_packet("delay_ms=100, loss_pct=2.5") == {"delay_ms": 100, "loss_pct": 2.5}
+    assert parsed_packet("rate=64kbit,to=b1+b2") == {"rate": "64kbit", "to": ["b1", "b2"]}
+
+
+def test_a_shaped_link_sends_only_its_destinations_through_the_shaping() -> None:
+    """An htb root whose default class passes everything; the shaped class carries the
+    qdisc the whole interface would get, and a u32 filter per destination feeds it."""
+    script = _link_shaping("tbf rate 64kbit burst 1600 latency 500ms", ["172.29.0.11"])
+    commands = script.split(" && ")
+    assert commands[0] == "tc qdisc replace dev $dev root handle 1: htb default 1"
+    assert "parent 1:2 handle 2: tbf rate 64kbit" in commands[3]
+    assert commands[4].endswith("match ip dst 172.29.0.11/32 flowid 1:2")
+    assert _u32_match("172.29.0.11") == "match ac1d000b/ffffffff at 16"  # as tc shows it
+
+
+@pytest.mark.parametrize(
+    ("to", "message"),
+    [("b1", "a list of node names"), (["b9"], r"names \['b9'\], which are not nodes")],
+)
+def test_a_link_to_a_node_the_cluster_lacks_is_refused(to: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        packet_destinations({"to": to}, ["b1", "b2", "c1"])
+    assert packet_destinations({"to": ["c1", "b1", "b1"]}, ["b1", "c1"]) == ["b1", "c1"]
 
 
 @pytest.mark.parametrize(
@@ -63,6 +88,7 @@ def test_packet_options_read_as_op_parameters() -> None:
         ("delay_ms=-1", "from 0 to"),
         ("jitter_ms=nan", "from 0 to"),
         ("rate=fast", "rate must be"),
+        ("rate=1mbit,to=", "to=b1"),
     ],
 )
 def test_a_packet_option_that_cannot_apply_says_what_to_give(text: str, message: str) -> None:

@@ -122,6 +122,8 @@ def _bkchaos(*args: str) -> int:
         ('[{"at": 0, "f": "start-packet", "value": {"nodes": ["b1"], "rate": "fast"}}]', "mbit"),
         ('[{"at": 0, "f": "start-packet", "value": {"nodes": ["b1"], "reorder_pct": 5}}]', "delay"),
         ('[{"at": 0, "f": "start-packet", "value": {"nodes": ["b1"], "delay_ms": "9"}}]', "number"),
+        ('[{"at": 1, "f": "kill", "value": {"nodes": ["c1"]}}]', "value.nodes"),
+        ('[{"at": 0, "f": "start-packet", "value": {"nodes": ["c1"], "to": ["b7"]}}]', "['b7']"),
     ],
 )
 def test_bad_schedule_files_exit_254_saying_what_to_do(
