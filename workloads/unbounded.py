@@ -7,16 +7,24 @@ truncating no-op, and the new writer appends after it. Appends carry the writer'
 the agent sends them through that writer's own handle, even when the new and the old
 writer share an agent. The ledger is one stream (`seq` 0) whose order is its entry order,
 so `realtime-order` applies across terms. Readers only follow the tail: a closed read
-would recover, and so close, the stream.
+would recover, and so close, the stream. Each reader follows it as a DistributedLog or
+Pulsar reader does, from where its last read stopped, so every entry is read soon after
+it is acknowledged — the first entries of a new term included, which are where a replica
+that kept the old term's tail answers wrongly (reference 000's divergence).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from harness.generator import Context
 from workloads.common import Op
 from workloads.streams import Stream, StreamWorkload
+
+CATCH_UP = 256
+"""How far behind the newest acknowledged entry a reader may fall and still read every
+entry since its last read; one further behind skips ahead to there (a read stays cheap)."""
 
 
 @dataclass
@@ -24,6 +32,25 @@ class UnboundedWorkload(StreamWorkload):
     audits_copies = False
     """Terms end in a truncating no-op and fragments rotate: which copies an unbounded
     ledger must keep is reference 000's protocol, which the copies audit does not model."""
+
+    cursors: dict[tuple[int, Any], int] = field(default_factory=dict)
+    """(reader process, ledger) -> the first entry its next read asks for."""
+
+    def reader_op(self, ctx: Context) -> Op | Any:
+        op = super().reader_op(ctx)  # a new reader starts at the usual tail
+        if not isinstance(op, dict):
+            return op
+        cursor = self.cursors.get((ctx.process, op["value"]["ledger"]))
+        if cursor is not None:
+            behind = self.acked.get(op["value"]["ledger"], -1) - CATCH_UP
+            op["value"]["from"] = max(cursor, behind)
+        return op
+
+    def learn(self, process: int, op: Op, kind: str, value: Any, error: str | None) -> None:
+        if op["f"] == "read" and kind == "ok":
+            key = (process, op["value"]["ledger"])
+            self.cursors[key] = max(self.cursors.get(key, 0), value["lac"] + 1)
+        super().learn(process, op, kind, value, error)
 
     def acquire_op(self, p: int, stream: Stream) -> Op:
         if stream.ledger is None:

@@ -21,7 +21,7 @@ from workloads.ledger import LedgerWorkload
 from workloads.log import LogWorkload
 from workloads.recovery_race import RecoveryRaceWorkload
 from workloads.tail import TailWorkload
-from workloads.unbounded import UnboundedWorkload
+from workloads.unbounded import CATCH_UP, UnboundedWorkload
 
 
 def ctx(process: int, seed: int = 0) -> Context:
@@ -214,6 +214,22 @@ def test_unbounded_takeover_uses_terms() -> None:
     complete(w, 1, take, last_entry=3, term=2)
     assert w.next_op(ctx(1))["value"]["term"] == 2
     assert w.next_op(ctx(0))["value"]["term"] == 1  # still tries through its own handle
+
+
+def test_unbounded_readers_read_on_from_where_they_stopped_unless_far_behind() -> None:
+    """Every entry is read soon after it is acknowledged, a new term's first ones too; a
+    reader more than CATCH_UP entries behind skips ahead."""
+    w = UnboundedWorkload(concurrency=2, takeover_fraction=0.0)
+    complete(w, 0, w.next_op(ctx(0)), ledger=5, term=1)
+    complete(w, 0, w.next_op(ctx(0)), entry=40)
+    read = w.next_op(ctx(1))
+    assert read["value"] == {"ledger": 5, "mode": "tail", "from": 8}  # the usual tail
+    complete(w, 1, read, lac=40, entries=[])
+    complete(w, 0, w.next_op(ctx(0)), entry=90)
+    assert w.next_op(ctx(1))["value"]["from"] == 41  # on from its last read
+    assert w.next_op(ctx(3))["value"]["from"] == 58  # another reader: the tail
+    complete(w, 0, w.next_op(ctx(0)), entry=41 + CATCH_UP + 10)
+    assert w.next_op(ctx(1))["value"]["from"] == 51  # too far behind: skips ahead
 
 
 def test_tail_readers_follow_from_their_position_and_move_on_at_the_end() -> None:
