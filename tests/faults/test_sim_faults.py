@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from harness.bench.detect import exposing_run
 from harness.pytest_plugin import Chaos
 from harness.sim.search import sim_schedules
 from harness.testspec import SIM_NEMESES, WORKLOADS
@@ -149,6 +150,24 @@ def test_ledgers_of_two_scopes_sharing_an_id_are_caught_in_the_simulation() -> N
 def test_recoveries_closing_a_ledger_without_compare_and_set_are_caught_in_the_simulation() -> None:
     """Racing recoveries that each write CLOSED unconditionally: the last one wins, and
     closed reads taken in between disagree with it."""
+
+
+@pytest.mark.chaos(
+    **exposing_run("unbounded-no-truncate"),
+    seed=2,  # 1 of seeds 1-4 catches it in 20 s (docs/bugs.md)
+    bugs=["unbounded-no-truncate"],
+    expect="invalid",
+    anomalies=["divergence"],
+)
+def test_a_replica_that_keeps_the_old_terms_tail_is_caught_through_shaped_links() -> None:
+    """Without the truncating no-op, the bookie that alone got the deposed writer's last
+    adds keeps them; read before the new term's adds reach it, it answers the old term's."""
+
+
+@pytest.mark.chaos(**exposing_run("unbounded-no-truncate"), seed=2)
+def test_every_reader_sees_one_history_across_terms_through_shaped_links() -> None:
+    """The clean twin: the truncating no-op clears the old term's tail before the new
+    term's adds, however late both reach the bookie."""
 
 
 SEARCH_DEFAULTS: dict[str, Any] = {"runtime": "sim", "rate": 100, "op_timeout": 5}
