@@ -338,9 +338,11 @@ both a 10gbit class and a slow one, and tc warns about it."""
 
 
 def _link_shaping(qdisc: str, addresses: list[str]) -> str:
-    """tc commands that shape only the packets sent to `addresses` with `qdisc`."""
+    """tc commands that shape only the packets sent to `addresses` with `qdisc` (a fresh
+    root: an htb kept from an earlier fault would refuse the classes again)."""
     commands = [
-        "tc qdisc replace dev $dev root handle 1: htb default 1",
+        "{ tc qdisc del dev $dev root 2>/dev/null || true; }",
+        "tc qdisc add dev $dev root handle 1: htb default 1",
         *(
             f"tc class add dev $dev parent 1: classid {classid} htb rate {UNSHAPED_RATE} "
             f"quantum {HTB_QUANTUM_BYTES}"

@@ -177,7 +177,8 @@ async def test_a_shaped_link_slows_only_what_goes_to_its_destinations(cluster) -
     shows the filter on b1's address."""
     nemesis = PacketNemesis(cluster)
     op = {"f": "start-packet", "value": {"nodes": ["b2"], "rate": "200kbit", "to": ["b1"]}}
-    done = await nemesis.invoke(op)
+    await nemesis.invoke(op)
+    done = await nemesis.invoke(op)  # again on a shaped node: a fresh root, not a clash
     shown = done["proof"]["b2"]["qdisc"]
     assert "qdisc htb 1: root" in shown and "qdisc tbf 2: parent 1:2" in shown, shown
     to_b1 = await _transfer_s(cluster, "b2", "b1", 96_000)

@@ -64,9 +64,9 @@ def test_a_shaped_link_sends_only_its_destinations_through_the_shaping() -> None
     qdisc the whole interface would get, and a u32 filter per destination feeds it."""
     script = _link_shaping("tbf rate 64kbit burst 1600 latency 500ms", ["172.29.0.11"])
     commands = script.split(" && ")
-    assert commands[0] == "tc qdisc replace dev $dev root handle 1: htb default 1"
-    assert "parent 1:2 handle 2: tbf rate 64kbit" in commands[3]
-    assert commands[4].endswith("match ip dst 172.29.0.11/32 flowid 1:2")
+    assert commands[1] == "tc qdisc add dev $dev root handle 1: htb default 1"
+    assert "parent 1:2 handle 2: tbf rate 64kbit" in commands[4]
+    assert commands[5].endswith("match ip dst 172.29.0.11/32 flowid 1:2")
     assert _u32_match("172.29.0.11") == "match ac1d000b/ffffffff at 16"  # as tc shows it
 
 
