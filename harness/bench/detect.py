@@ -224,11 +224,14 @@ def run(
 
 def _describe(bug: str) -> str:
     """The exposing test as the `bkchaos test` flags that differ from the defaults."""
-    exposer = EXPOSERS[bug]
-    words = [f"--workload {exposer['workload']}", f"--nemesis {','.join(exposer['nemesis'])}"]
-    words += [
-        f"--{k.replace('_', '-')} {v}"
-        for k, v in exposer.items()
-        if k not in ("workload", "nemesis")
-    ]
+    shown = {
+        key: ",".join(value)
+        if key == "nemesis"
+        else json.dumps(value)
+        if key == "schedule"
+        else value
+        for key, value in EXPOSERS[bug].items()
+    }  # a schedule is a file's content: given inline here
+    words = [f"--workload {shown.pop('workload')}"]
+    words += [f"--{key.replace('_', '-')} {value}" for key, value in shown.items()]
     return " ".join(words)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bookie_image import bugs
-from harness.bench.detect import EXPOSERS, exposing_spec, seconds_to_first_anomaly
+from harness.bench.detect import EXPOSERS, _describe, exposing_spec, seconds_to_first_anomaly
 from harness.testspec import NETWORK_NEMESES
 
 SIMULATED = {"unbounded-no-truncate"}
@@ -22,6 +22,15 @@ def test_every_seeded_bug_has_an_exposing_test_on_the_runtime_its_faults_need() 
         needs_docker = bool(set(spec.nemesis) & set(NETWORK_NEMESES))
         runtime = "sim" if bug in SIMULATED else "docker" if needs_docker else "local"
         assert spec.bugs == (bug,) and spec.runtime == runtime
+
+
+def test_each_exposing_test_is_described_by_its_flags() -> None:
+    """What `bench detect` prints per bug: the flags that differ from the defaults, a
+    schedule's steps inline."""
+    assert _describe("no-cookie") == "--workload ledger --nemesis wipe"
+    described = _describe("unbounded-no-truncate")
+    assert described.startswith("--workload unbounded --runtime sim --schedule [{")
+    assert '"to": ["b2", "b3"]' in described and "--takeovers 0.05" in described
 
 
 def test_time_to_detect_is_when_the_earliest_case_has_all_its_ops(tmp_path: Path) -> None:
