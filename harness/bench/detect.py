@@ -222,16 +222,23 @@ def run(
     return figures
 
 
+FLAGS = {"write_quorum": "wq", "ack_quorum": "aq"}
+"""`bkchaos test` flags not spelled as their TestSpec field."""
+
+
 def _describe(bug: str) -> str:
     """The exposing test as the `bkchaos test` flags that differ from the defaults."""
-    shown = {
-        key: ",".join(value)
-        if key == "nemesis"
-        else json.dumps(value)
-        if key == "schedule"
-        else value
-        for key, value in EXPOSERS[bug].items()
-    }  # a schedule is a file's content: given inline here
+    shown = dict(EXPOSERS[bug])
     words = [f"--workload {shown.pop('workload')}"]
-    words += [f"--{key.replace('_', '-')} {value}" for key, value in shown.items()]
+    words += [
+        f"--{FLAGS.get(key, key.replace('_', '-'))} {_shown(key, v)}" for key, v in shown.items()
+    ]
     return " ".join(words)
+
+
+def _shown(key: str, value: Any) -> Any:
+    if key == "nemesis":
+        return ",".join(value)
+    if key == "schedule":
+        return json.dumps(value)  # a file's content, given inline
+    return value

@@ -31,6 +31,7 @@ def test_each_exposing_test_is_described_by_its_flags() -> None:
     described = _describe("unbounded-no-truncate")
     assert described.startswith("--workload unbounded --runtime sim --schedule [{")
     assert '"to": ["b2", "b3"]' in described and "--takeovers 0.05" in described
+    assert "--wq 3 --aq 2" in described  # as `bkchaos test` spells them
 
 
 def test_time_to_detect_is_when_the_earliest_case_has_all_its_ops(tmp_path: Path) -> None:
