@@ -176,8 +176,8 @@ class TestSpec:
                     "carry their own parameters: drop one of the two"
                 )
             try:
-                to = parsed_packet(self.packet).get("to", [])
-                packet_destinations({"to": to}, [*self.bookie_names(), *self.client_names()])
+                shaping = parsed_packet(self.packet)
+                packet_destinations(shaping, [*self.bookie_names(), *self.client_names()])
             except ValueError as exc:
                 raise UserError(f"--packet {self.packet!r}: {exc}") from None
 

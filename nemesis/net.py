@@ -270,15 +270,15 @@ class PacketNemesis:
         if not _has_net_admin(self.runtime):
             raise FaultNotProven(f"{NO_NET_ADMIN}: packet faults (tc {kind}) are unavailable")
         addresses = {n.name: n.ip for n in self.runtime.nodes if n.name in to}
+        peer = to[0] if to else None  # a shaped link's far end sees the shaping
+        script = (
+            _link_shaping(qdisc, [addresses[d] for d in to])
+            if to
+            else f"tc qdisc replace dev $dev root {qdisc}"
+        )
         proof = {}
         for node in nodes:
-            peer = to[0] if to else None  # a shaped link's far end sees the shaping
             before = await self._connect_ms(node, peer)
-            script = (
-                _link_shaping(qdisc, [addresses[d] for d in to])
-                if to
-                else f"tc qdisc replace dev $dev root {qdisc}"
-            )
             try:
                 shown = await _sh(
                     self.runtime,
