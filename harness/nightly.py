@@ -399,7 +399,7 @@ def replay_command(spec: TestSpec, run_dir: Path | None) -> str:
                 args += [flag, ",".join(value)]
         elif getattr(param, "is_flag", False):
             args += [flag] if value else []
-        elif value != ("" if param.default is None else param.default):  # "": not given
+        elif value not in (None, "" if param.default is None else param.default):  # not given
             args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     return shlex.join(args)  # a grudge's JSON or a --packet with spaces stays one word
 

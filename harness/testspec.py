@@ -105,9 +105,11 @@ class TestSpec:
     """Ledgers keep every entry pending until all WQ bookies have it (reference 000)."""
     entry_size: int = 0
     """Payloads are padded to this many bytes (0: as short as they come, a few bytes)."""
-    takeovers: float = 0.01
-    """The `ledger` workload's share of ops that take over (recover) a ledger another process
-    is writing right now: writer failover while the faults are on."""
+    takeovers: float | None = None
+    """The share of ops that take over what another process is writing right now, the
+    writer failover the faults must survive: of a `ledger` writer's ops, recovering another
+    writer's ledger (default 1%); of the ops of a `log` or `unbounded` process holding no
+    stream, taking a stream over (default 2%). None: the workload's default."""
     writer_crashes: float = 0.0
     """The `ledger` workload's share of ops at which a writer crashes: it walks away from its
     ledger between two appends, leaving it open with its last entry not yet covered by any
@@ -222,7 +224,7 @@ class TestSpec:
         if not 0 <= self.entry_size <= MAX_ENTRY_SIZE:
             raise UserError(f"--entry-size must be 0..{MAX_ENTRY_SIZE}, got {self.entry_size}")
         for name in ("takeovers", "writer_crashes"):
-            if not 0 <= getattr(self, name) <= MAX_OP_SHARE:
+            if getattr(self, name) is not None and not 0 <= getattr(self, name) <= MAX_OP_SHARE:
                 raise UserError(
                     f"--{name.replace('_', '-')} must be a fraction 0..{MAX_OP_SHARE}, "
                     f"got {getattr(self, name)}"

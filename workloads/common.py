@@ -125,7 +125,13 @@ class BaseWorkload:
             concurrency=spec.concurrency,
             pipeline=spec.pipeline,
             clients=spec.clients,
+            **cls.own_settings(spec),
         )
+
+    @classmethod
+    def own_settings(cls, spec: TestSpec) -> dict[str, Any]:
+        """The fields of this workload that its own options of the spec set."""
+        return {}
 
     def generator(self) -> Generator:
         return Repeat(self.next_op)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.generator import PENDING, Context
-from workloads.common import LOST_WRITER_ERRORS, BaseWorkload, LedgerConfig
+from workloads.common import LOST_WRITER_ERRORS, BaseWorkload
 
 if TYPE_CHECKING:
     from harness.testspec import TestSpec
@@ -50,15 +50,9 @@ class LedgerWorkload(BaseWorkload):
     """Ledgers whose writer crashed, left open: takeovers recover these first, oldest first."""
 
     @classmethod
-    def from_spec(cls, spec: TestSpec) -> LedgerWorkload:
-        return cls(
-            config=LedgerConfig.from_spec(spec),
-            concurrency=spec.concurrency,
-            recover_fraction=spec.takeovers,
-            crash_fraction=spec.writer_crashes,
-            pipeline=spec.pipeline,
-            clients=spec.clients,
-        )
+    def own_settings(cls, spec: TestSpec) -> dict[str, Any]:
+        taken = {} if spec.takeovers is None else {"recover_fraction": spec.takeovers}
+        return {"crash_fraction": spec.writer_crashes, **taken}
 
     def next_op(self, ctx: Context) -> dict[str, Any] | Any:
         leader = self.leader(ctx.process)  # type: ignore[arg-type]

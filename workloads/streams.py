@@ -17,10 +17,13 @@ the dirty entries a takeover's truncating no-op must clear (reference 000).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.generator import PENDING, Context
 from workloads.common import BaseWorkload, Op
+
+if TYPE_CHECKING:
+    from harness.testspec import TestSpec
 
 
 @dataclass
@@ -54,6 +57,10 @@ class StreamWorkload(BaseWorkload):
     acquiring: dict[int, Stream] = field(default_factory=dict)
     takeover_fraction: float = 0.02
     """Per op of a process without a stream: chance it takes one over from its writer."""
+
+    @classmethod
+    def own_settings(cls, spec: TestSpec) -> dict[str, Any]:
+        return {} if spec.takeovers is None else {"takeover_fraction": spec.takeovers}
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -130,9 +130,9 @@ pipeline_option = click.option(
 @click.option(
     "--takeovers",
     type=float,
-    default=0.01,
-    show_default=True,
-    help="ledger workload: share of ops that take over a ledger another process is writing.",
+    default=None,
+    help="ledger, log, unbounded workloads: share of ops that take over a ledger or stream "
+    "another process is writing [default: 0.01 for ledger, 0.02 for log and unbounded].",
 )
 @click.option(
     "--writer-crashes",

@@ -8,6 +8,7 @@ the workloads generate must be well-formed and valid on a correct service.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -107,6 +108,26 @@ def test_ledger_takeovers_follow_the_spec_share() -> None:
     assert recover_share(0.0) == 0
     assert 0.005 < recover_share(0.01) < 0.015
     assert 0.25 < recover_share(0.3) < 0.35
+
+
+@pytest.mark.parametrize("name", ["log", "unbounded"])
+def test_stream_takeovers_follow_the_spec_share(name: str) -> None:
+    """`--takeovers` for the stream workloads: the share of a stream-less process's ops that
+    take a stream over (it was once ignored there); without it, their own 2%."""
+
+    spec = TestSpec(workload=name, concurrency=2)
+
+    def takeover_share(takeovers: float | None) -> float:
+        rng, taken = random.Random(1), 0
+        for _ in range(4000):  # process 1's first op after process 0 began writing s0
+            w = runner.WORKLOADS[name](replace(spec, takeovers=takeovers))
+            complete(w, 0, w.next_op(ctx(0)), ledger=10, term=1)
+            taken += w.next_op(Context(0.0, 1, rng))["f"] != "read"
+        return taken / 4000
+
+    assert takeover_share(0.0) == 0
+    assert 0.015 < takeover_share(None) < 0.025
+    assert 0.25 < takeover_share(0.3) < 0.35
 
 
 def test_a_crashed_writer_leaves_its_ledger_open_for_the_next_takeover() -> None:
