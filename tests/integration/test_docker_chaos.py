@@ -218,26 +218,44 @@ def test_partitions_catch_acks_before_the_ack_quorum_within_a_minute(
     assert all(not v for v in labelled(client, run_id).values())
 
 
+DOCKER_EXPOSERS = {
+    "ensemble-change-drops-pending": ("under-replicated", {"start-packet", "kill"}),
+    "unbounded-no-truncate": ("divergence", {"start-packet"}),
+}
+"""The seeded bugs whose exposing tests run on docker: the anomaly each must show, and the
+faults its history must prove took effect."""
+
+
 @pytest.mark.parametrize("bug_on", [True, False], ids=["bug", "clean twin"])
-def test_a_bookie_lagging_while_its_partner_dies_catches_ensemble_changes_that_drop_pending(
-    client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path, bug_on: bool
+@pytest.mark.parametrize("bug", sorted(DOCKER_EXPOSERS))
+def test_the_docker_exposing_tests_catch_their_bugs_and_pass_their_clean_twins(
+    client: docker.DockerClient,
+    image: str,
+    source_snapshot: Path,
+    tmp_path: Path,
+    bug: str,
+    bug_on: bool,
 ) -> None:
-    """`ensemble-change-drops-pending`, in its exposing test: a bookie's egress throttled
-    (tbf) while its partner is killed, nested every round. Entries only the partner had
-    acknowledged are pending at the ensemble change; the bug keeps those acks and never
-    sends the entries to the replacement, so the lagging bookie's ack confirms them on one
-    copy and the audit finds them short. The clean twin re-sends them: valid. Measured 10
-    of 10 runs each way (docs/performance.md)."""
+    """Each bug in its exposing test (harness/bench/detect.py, docs/bugs.md), replayed as
+    its `bkchaos test` command line. `ensemble-change-drops-pending`: a bookie's egress
+    throttled (tbf) while its partner is killed, nested every round, leaves entries only the
+    partner had acknowledged pending at the ensemble change; the bug never sends them to the
+    replacement, so the audit finds them short of copies. `unbounded-no-truncate`: two
+    client links throttled (htb + tbf) leave a deposed writer's tail on one bookie, which
+    keeps it without the truncating no-op and answers a read with the old term's entry.
+    The clean twins: valid. Measured 10 of 10 runs each way (docs/performance.md)."""
+    anomaly, faults = DOCKER_EXPOSERS[bug]
     store = tmp_path / "store"
-    spec = exposing_spec("ensemble-change-drops-pending", 1, str(store), BASE.time_limit)
+    spec = exposing_spec(bug, 1, str(store), BASE.time_limit)
     spec = spec if bug_on else replace(spec, bugs=())
-    args = shlex.split(replay_command(spec, None))[2:]  # its flags, after "bkchaos test"
+    (tmp_path / "test.json").write_text(json.dumps({"schedule": list(spec.schedule)}))
+    args = shlex.split(replay_command(spec, tmp_path))[2:]  # its flags, after "bkchaos test"
     code, output, run_id, run_dir = docker_run(source_snapshot, store, *args)
     results = json.loads((run_dir / "results.json").read_text())
     assert code == (1 if bug_on else 0), (output[-2000:], results["anomaly_types"])
-    assert ("under-replicated" in results["anomaly_types"]) is bug_on
+    assert (anomaly in results["anomaly_types"]) is bug_on
     assert results["checkers"]["nemesis"]["errors"] == []
-    assert {"start-packet", "kill"} <= _proven_faults(run_dir / "history.jsonl")
+    assert faults <= _proven_faults(run_dir / "history.jsonl")
     assert all(not v for v in labelled(client, run_id).values())
 
 

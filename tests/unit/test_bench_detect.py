@@ -11,16 +11,13 @@ from bookie_image import bugs
 from harness.bench.detect import EXPOSERS, _describe, exposing_spec, seconds_to_first_anomaly
 from harness.testspec import NETWORK_NEMESES
 
-SIMULATED = {"unbounded-no-truncate"}
-"""Bugs whose exposing faults need the simulation's exact link queues (docs/bugs.md)."""
-
 
 def test_every_seeded_bug_has_an_exposing_test_on_the_runtime_its_faults_need() -> None:
     assert set(EXPOSERS) == bugs.KNOWN
     for bug in EXPOSERS:
         spec = exposing_spec(bug, seed=1, store="store", time_limit=20)  # validates itself
         needs_docker = bool(set(spec.nemesis) & set(NETWORK_NEMESES))
-        runtime = "sim" if bug in SIMULATED else "docker" if needs_docker else "local"
+        runtime = "docker" if needs_docker else "local"
         assert spec.bugs == (bug,) and spec.runtime == runtime
 
 
@@ -29,8 +26,8 @@ def test_each_exposing_test_is_described_by_its_flags() -> None:
     schedule's steps inline."""
     assert _describe("no-cookie") == "--workload ledger --nemesis wipe"
     described = _describe("unbounded-no-truncate")
-    assert described.startswith("--workload unbounded --runtime sim --schedule [{")
-    assert '"to": ["b2", "b3"]' in described and "--takeovers 0.05" in described
+    assert described.startswith("--workload unbounded --runtime docker --schedule [{")
+    assert '"to": ["b2", "b3"]' in described and "--takeovers 0.5" in described
     assert "--wq 3 --aq 2" in described  # as `bkchaos test` spells them
 
 
