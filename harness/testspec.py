@@ -224,10 +224,10 @@ class TestSpec:
         if not 0 <= self.entry_size <= MAX_ENTRY_SIZE:
             raise UserError(f"--entry-size must be 0..{MAX_ENTRY_SIZE}, got {self.entry_size}")
         for name in ("takeovers", "writer_crashes"):
-            if getattr(self, name) is not None and not 0 <= getattr(self, name) <= MAX_OP_SHARE:
+            share = getattr(self, name)
+            if share is not None and not 0 <= share <= MAX_OP_SHARE:
                 raise UserError(
-                    f"--{name.replace('_', '-')} must be a fraction 0..{MAX_OP_SHARE}, "
-                    f"got {getattr(self, name)}"
+                    f"--{name.replace('_', '-')} must be a fraction 0..{MAX_OP_SHARE}, got {share}"
                 )
         if self.nemesis_order not in NEMESIS_ORDERS:
             raise UserError(

@@ -130,7 +130,7 @@ class BaseWorkload:
 
     @classmethod
     def own_settings(cls, spec: TestSpec) -> dict[str, Any]:
-        """The fields of this workload that its own options of the spec set."""
+        """The fields only this kind of workload has, as the spec sets them (none here)."""
         return {}
 
     def generator(self) -> Generator:

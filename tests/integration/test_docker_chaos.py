@@ -248,6 +248,7 @@ def test_the_docker_exposing_tests_catch_their_bugs_and_pass_their_clean_twins(
     store = tmp_path / "store"
     spec = exposing_spec(bug, 1, str(store), BASE.time_limit)
     spec = spec if bug_on else replace(spec, bugs=())
+    # A schedule replays from a test.json (as a run's own does); replay_command names it.
     (tmp_path / "test.json").write_text(json.dumps({"schedule": list(spec.schedule)}))
     args = shlex.split(replay_command(spec, tmp_path))[2:]  # its flags, after "bkchaos test"
     code, output, run_id, run_dir = docker_run(source_snapshot, store, *args)
