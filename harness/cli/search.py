@@ -10,16 +10,21 @@ import json
 import re
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bookie_image import bugs as seeded_bugs
-from harness.cli.test import pipeline_option
 from harness.errors import UserError
-from harness.testspec import WORKLOADS
+from harness.testspec import SIM_NEMESES, WORKLOADS
 
-WORKLOAD_SETTINGS = ("bookies", "concurrency", "id_bits", "pipeline", "write_quorum", "ack_quorum")
+if TYPE_CHECKING:
+    from harness.runtime.sim import SimSpec
+
+WORKLOAD_SETTINGS = (
+    *("bookies", "concurrency", "id_bits", "pipeline", "write_quorum", "ack_quorum"),
+    *("takeovers", "writer_crashes"),
+)
 """What a search may set besides the workload and the bugs; `minimal.json` records them."""
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
@@ -52,12 +57,47 @@ def parse_budget(text: str) -> float:
     help="Bookies in the simulated cluster (ledgers have an ensemble of 3): a fourth is a "
     "spare for ensemble changes.",
 )
-@click.option("--wq", "write_quorum", type=int, default=2, show_default=True)
-@click.option("--aq", "ack_quorum", type=int, default=2, show_default=True)
 @click.option(
-    "--concurrency", type=click.IntRange(1, 64), default=4, show_default=True, help="Workers."
+    "--wq",
+    "write_quorum",
+    type=int,
+    default=None,
+    help="Write quorum; with --aq it is fixed, else the quorums are drawn among "
+    "(WQ, AQ) = (2, 2), (3, 2), (3, 3).",
 )
-@pipeline_option
+@click.option("--aq", "ack_quorum", type=int, default=None, help="Ack quorum (see --wq).")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Workers (default: drawn among 4, 8, 16).",
+)
+@click.option(
+    "--pipeline",
+    type=int,
+    default=None,
+    help="ledger, log, unbounded workloads: appends in flight per ledger "
+    "(default: drawn among 1, 2, 4, at most the workers of one agent).",
+)
+@click.option(
+    "--takeovers",
+    type=float,
+    default=None,
+    help="ledger, log, unbounded workloads: share of ops that take a ledger or stream over "
+    "(default: drawn among the workload's own share, 0.1, 0.5).",
+)
+@click.option(
+    "--writer-crashes",
+    type=float,
+    default=None,
+    help="ledger workload: share of ops at which a writer crashes (default: drawn among 0, 0.05).",
+)
+@click.option(
+    "--nemesis",
+    default=",".join(SIM_NEMESES),
+    show_default=True,
+    help="Comma-separated fault kinds the search draws from.",
+)
 @click.option("--bug", "bug_names", multiple=True, help="Seeded bug to switch on (repeatable).")
 @click.option("--budget", default="10m", show_default=True, help="Real time to spend: 90s, 10m…")
 @click.option("--max-faults", type=int, default=3, show_default=True)
@@ -72,10 +112,13 @@ def search(
     workload: str,
     id_bits: str,
     bookies: int,
-    concurrency: int,
-    pipeline: int,
-    write_quorum: int,
-    ack_quorum: int,
+    concurrency: int | None,
+    pipeline: int | None,
+    write_quorum: int | None,
+    ack_quorum: int | None,
+    takeovers: float | None,
+    writer_crashes: float | None,
+    nemesis: str,
     bug_names: tuple[str, ...],
     budget: str,
     max_faults: int,
@@ -97,7 +140,19 @@ def search(
         raise UserError(str(exc)) from None
     if max_faults < 1 or max_time < 0.5:
         raise UserError("--max-faults must be >= 1 and --max-time >= 0.5")
+    kinds = _fault_kinds(nemesis)
+    given = {
+        "concurrency": concurrency,
+        "pipeline": pipeline,
+        "quorums": None if write_quorum is None and ack_quorum is None else "given",
+        "takeovers": takeovers,
+        "writer_crashes": writer_crashes,
+    }
+    draw = frozenset(name for name, value in given.items() if value is None)
     name = f"search-{'+'.join(bugs) or 'clean'}"
+    appends_in_flight = 1 if pipeline is None else pipeline
+    if concurrency is None:  # drawn, from the fewest workers that feed the pipeline
+        concurrency = max(SimSpec.concurrency, appends_in_flight * SimSpec.clients)
     base = SimSpec(
         name=name,
         bugs=bugs,
@@ -105,9 +160,11 @@ def search(
         id_bits=int(id_bits),
         bookies=bookies,
         concurrency=concurrency,
-        pipeline=pipeline,
-        write_quorum=write_quorum,
-        ack_quorum=ack_quorum,
+        pipeline=appends_in_flight,
+        write_quorum=2 if write_quorum is None else write_quorum,
+        ack_quorum=2 if ack_quorum is None else ack_quorum,
+        takeovers=takeovers,
+        writer_crashes=writer_crashes or 0.0,
     )
     base.as_test()  # bad settings: the same UserError (exit 254) as bkchaos test's
 
@@ -115,7 +172,8 @@ def search(
         verdict = results["valid"]
         shown = ",".join(results["anomaly_types"]) if verdict is False else verdict
         click.echo(
-            f"seed {spec.seed:>5} {spec.time_limit:4.1f}s {len(spec.schedule)} steps: {shown}",
+            f"seed {spec.seed:>5} {spec.time_limit:4.1f}s {len(spec.schedule)} steps "
+            f"({_workload_settings(spec)}): {shown}",
             err=True,
         )
 
@@ -125,6 +183,8 @@ def search(
         max_time=max_time,
         max_faults=max_faults,
         search_seed=seed,
+        kinds=kinds,
+        draw=draw,
         on_example=None if as_json else progress,
     )
     summary: dict[str, Any] = {
@@ -174,3 +234,32 @@ def search(
             f"stored in {run_dir} (minimal.json, history.jsonl, report.html)"
         )
     return 1 if outcome.found is not None else 0
+
+
+def _workload_settings(spec: SimSpec) -> str:
+    """The drawn settings of a test, short: '16 workers, pipeline 4, WQ 3 AQ 2, takeovers 0.5'."""
+    shares = [
+        f"{name} {share:g}"
+        for name, share in (("takeovers", spec.takeovers), ("writer crashes", spec.writer_crashes))
+        if share
+    ]
+    return ", ".join(
+        [
+            f"{spec.concurrency} workers",
+            f"pipeline {spec.pipeline}",
+            f"WQ {spec.write_quorum} AQ {spec.ack_quorum}",
+            *shares,
+        ]
+    )
+
+
+def _fault_kinds(nemesis: str) -> tuple[str, ...]:
+    """--nemesis as the kinds to draw, in SIM_NEMESES's order (the order shrinking follows)."""
+    named = {kind.strip() for kind in nemesis.split(",") if kind.strip()}
+    unknown = sorted(named - set(SIM_NEMESES))
+    if not named or unknown:
+        raise UserError(
+            f"--nemesis {nemesis!r}: name one or more of {', '.join(SIM_NEMESES)} "
+            f"(unknown: {', '.join(unknown) or 'none given'})"
+        )
+    return tuple(kind for kind in SIM_NEMESES if kind in named)

@@ -47,8 +47,8 @@ SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workloa
 @dataclass(frozen=True)
 class SimSpec:
     """One simulated test: the fields mean what they mean in `TestSpec` (`workload`,
-    `id_bits`, `pipeline` and the quorums shape the workload `run_sim` builds when it is
-    given none),
+    `id_bits`, `pipeline`, the quorums and the shares of takeovers and writer crashes shape
+    the workload `run_sim` builds when it is given none),
     plus the network's `latency` range and `loss` probability (see harness/sim/net.py)."""
 
     seed: int = 0
@@ -66,6 +66,8 @@ class SimSpec:
     pipeline: int = 1
     write_quorum: int = 2
     ack_quorum: int = 2
+    takeovers: float | None = None
+    writer_crashes: float = 0.0
     latency: tuple[float, float] = (0.0002, 0.002)
     loss: float = 0.0
     name: str = "sim"
@@ -84,6 +86,8 @@ class SimSpec:
             pipeline=self.pipeline,
             write_quorum=self.write_quorum,
             ack_quorum=self.ack_quorum,
+            takeovers=self.takeovers,
+            writer_crashes=self.writer_crashes,
             bookies=self.bookies,
             clients=self.clients,
             concurrency=self.concurrency,

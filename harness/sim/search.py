@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from harness.runtime.sim import SimSpec, run_sim
-from harness.testspec import SIM_CORRUPT_MODES, SIM_NEMESES
+from harness.testspec import PIPELINED_WORKLOADS, SIM_CORRUPT_MODES, SIM_NEMESES
 from nemesis.schedule import START_STOP
 
 TICKS_PER_S = 10
@@ -36,15 +36,36 @@ ANOMALY_PRIORITY = ("lost-append", "truncated-ledger", "divergence", "dirty-read
 damning first; any other is taken in name order."""
 
 
+PACKET_DELAYS_MS = (None, 100, 200)
+"""How long a drawn packet fault holds back what it shapes: None is the nemesis's default
+(50±10 ms). Ordered as Hypothesis shrinks: toward the default."""
+
+DRAWN_CHOICES: dict[str, tuple[Any, ...]] = {
+    "concurrency": (4, 8, 16),
+    "pipeline": (1, 2, 4),
+    "quorums": ((2, 2), (3, 2), (3, 3)),
+    "takeovers": (None, 0.1, 0.5),
+    "writer_crashes": (0.0, 0.05),
+}
+"""Workload settings a search may draw (its `draw` names them), each among these values and
+the base's own, which comes first so that shrinking returns to it where it does not
+matter. Quorums stay within an ensemble of 3; takeovers apply to the writer workloads,
+writer crashes to `ledger`, a pipeline to a workload that pipelines."""
+
+
 def sim_schedules(
     nodes: tuple[str, ...] = ("b1", "b2", "b3"),
     kinds: tuple[str, ...] = SIM_NEMESES,
     time_limit: float = 3.0,
     max_faults: int = 3,
+    clients: tuple[str, ...] = (),
 ) -> st.SearchStrategy[tuple[dict[str, Any], ...]]:
     """Schedules of up to `max_faults` faults within `time_limit` seconds; each fault hits
     one or two nodes at once (two bookies losing power together is what loses data), and a
-    corruption flips bits or loses the last write (`SIM_CORRUPT_MODES`; flips shrink first)."""
+    corruption flips bits or loses the last write (`SIM_CORRUPT_MODES`; flips shrink first).
+    A packet fault may also shape a client's egress (`clients`), and may shape only what
+    goes to some bookies, for longer than the default delay: one slow link between a
+    client and a bookie is what leaves a replica stale."""
     ticks = round(time_limit * TICKS_PER_S)
 
     @st.composite
@@ -52,7 +73,8 @@ def sim_schedules(
         events = []
         for _ in range(draw(st.integers(1, max_faults))):
             kind = draw(st.sampled_from(kinds))
-            targets = draw(st.lists(st.sampled_from(nodes), min_size=1, max_size=2, unique=True))
+            sources = (*nodes, *clients) if kind == "packet" else nodes
+            targets = draw(st.lists(st.sampled_from(sources), min_size=1, max_size=2, unique=True))
             start = draw(st.integers(0, ticks - 1))
             begin, finish = START_STOP[kind]
             end = draw(st.integers(start + 1, ticks))
@@ -60,6 +82,8 @@ def sim_schedules(
             mode = draw(st.sampled_from(SIM_CORRUPT_MODES)) if kind == "corrupt" else "flip"
             if mode != "flip":  # the default stays implicit, as in schedules found before
                 value["mode"] = mode
+            if kind == "packet":
+                value.update(draw(_packet_shapes([n for n in nodes if n not in targets])))
             events.append((start, 1, begin, value))
             events.append((end, 0, finish, {"nodes": sorted(targets)}))
         return tuple(
@@ -70,20 +94,78 @@ def sim_schedules(
     return schedules()
 
 
+@st.composite
+def _packet_shapes(draw: st.DrawFn, destinations: list[str]) -> dict[str, Any]:
+    """A packet fault's `to` (none: everything it sends) and delay (none: the default)."""
+    shape: dict[str, Any] = {}
+    if destinations:
+        to = draw(st.lists(st.sampled_from(destinations), max_size=2, unique=True))
+        if to:
+            shape["to"] = sorted(to)
+    delay = draw(st.sampled_from(PACKET_DELAYS_MS))
+    if delay is not None:
+        shape["delay_ms"] = delay
+    return shape
+
+
+def sim_workloads(base: SimSpec, draw: frozenset[str]) -> st.SearchStrategy[SimSpec]:
+    """`base` with the workload settings named in `draw` drawn from `DRAWN_CHOICES`."""
+
+    def among(name: str, current: Any) -> st.SearchStrategy[Any]:
+        if name not in draw:
+            return st.just(current)
+        return st.sampled_from([current, *(v for v in DRAWN_CHOICES[name] if v != current)])
+
+    pipelined = base.workload in PIPELINED_WORKLOADS
+    least_workers = base.clients * (1 if "pipeline" in draw else base.pipeline)
+
+    @st.composite
+    def workloads(draw_from: st.DrawFn) -> SimSpec:
+        concurrency = draw_from(
+            among("concurrency", base.concurrency).filter(lambda c: c >= least_workers)
+        )
+        most = max(1, concurrency // base.clients) if pipelined else 1
+        pipeline = draw_from(among("pipeline", base.pipeline).filter(lambda p: p <= most))
+        write_quorum, ack_quorum = draw_from(among("quorums", (base.write_quorum, base.ack_quorum)))
+        takeovers = draw_from(among("takeovers", base.takeovers)) if pipelined else base.takeovers
+        writer_crashes = base.writer_crashes
+        if base.workload == "ledger":
+            writer_crashes = draw_from(among("writer_crashes", writer_crashes))
+        return replace(
+            base,
+            concurrency=concurrency,
+            pipeline=pipeline,
+            write_quorum=write_quorum,
+            ack_quorum=ack_quorum,
+            takeovers=takeovers,
+            writer_crashes=writer_crashes,
+        )
+
+    return workloads()
+
+
 def sim_tests(
-    base: SimSpec, max_time: float = 3.0, max_faults: int = 3
+    base: SimSpec,
+    max_time: float = 3.0,
+    max_faults: int = 3,
+    kinds: tuple[str, ...] = SIM_NEMESES,
+    draw: frozenset[str] = frozenset(),
 ) -> st.SearchStrategy[SimSpec]:
-    """Simulated tests around `base`: a seed, a run length, a schedule."""
+    """Simulated tests around `base`: its workload settings named in `draw`, a seed, a run
+    length, a schedule of faults of `kinds`."""
     return st.builds(
-        lambda seed, tenths, schedule: replace(
-            base, seed=seed, time_limit=tenths / TICKS_PER_S, schedule=schedule
+        lambda workload, seed, tenths, schedule: replace(
+            workload, seed=seed, time_limit=tenths / TICKS_PER_S, schedule=schedule
         ),
+        sim_workloads(base, draw),
         st.integers(0, 2**16),
         st.integers(5, round(max_time * TICKS_PER_S)),
         sim_schedules(
             nodes=tuple(f"b{i}" for i in range(1, base.bookies + 1)),
+            kinds=kinds,
             time_limit=max_time / 2,
             max_faults=max_faults,
+            clients=tuple(f"c{i}" for i in range(1, base.clients + 1)),
         ),
     )
 
@@ -124,10 +206,13 @@ def search(
     max_faults: int = 3,
     max_examples: int = 10_000,
     search_seed: int = 0,
+    kinds: tuple[str, ...] = SIM_NEMESES,
+    draw: frozenset[str] = frozenset(),
     on_example: Callable[[SimSpec, dict[str, Any]], None] | None = None,
 ) -> SearchOutcome:
-    """Run simulated tests drawn by Hypothesis until one is invalid or `budget_s` real
-    seconds pass; then shrink it within what is left of the budget."""
+    """Run simulated tests drawn by Hypothesis (faults of `kinds`; the workload settings
+    named in `draw`, the others `base`'s) until one is invalid or `budget_s` real seconds
+    pass; then shrink it within what is left of the budget."""
     started = time.monotonic()
     state: dict[str, Any] = {"examples": 0, "target": None, "best": None, "found_at": None}
 
@@ -160,7 +245,7 @@ def search(
     )
     try:
         found = find(
-            sim_tests(base, max_time, max_faults),
+            sim_tests(base, max_time, max_faults, kinds, draw),
             invalid,
             settings=options,
             random=random.Random(search_seed),

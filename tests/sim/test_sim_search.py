@@ -8,16 +8,21 @@ from pathlib import Path
 
 import pytest
 from hypothesis import find, given, settings
+from hypothesis import strategies as st
 
 from harness.cli import main
 from harness.runtime.sim import SimSpec, run_sim
-from harness.sim.search import search, sim_tests
+from harness.sim.search import DRAWN_CHOICES, search, sim_tests
+from harness.testspec import WORKLOADS
 
 pytestmark = pytest.mark.sim
 
 
+EVERY_SETTING = frozenset(DRAWN_CHOICES)
+
+
 @settings(max_examples=6, deadline=None, database=None, derandomize=True)
-@given(spec=sim_tests(SimSpec(), max_time=1.5, max_faults=3))
+@given(spec=sim_tests(SimSpec(), max_time=1.5, max_faults=3, draw=EVERY_SETTING))
 def test_clean_build_survives_drawn_fault_schedules(
     spec: SimSpec, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -73,6 +78,51 @@ def test_search_for_scope_id_ignored_runs_128_bit_ledgers_and_records_them(
     assert creates and all(isinstance(op["value"]["ledger"], str) for op in creates)
 
 
+@settings(max_examples=200, deadline=None, database=None, derandomize=True)
+@given(data=st.data(), workload=st.sampled_from(WORKLOADS))
+def test_drawn_workload_settings_always_make_a_test_bkchaos_test_accepts(
+    data: st.DataObject, workload: str
+) -> None:
+    """Whatever the search draws, `TestSpec`'s own checks pass (pipeline within the workers
+    of an agent, quorums within the ensemble, shares within bounds)."""
+    spec = data.draw(sim_tests(SimSpec(workload=workload), draw=EVERY_SETTING))
+    spec.as_test()
+
+
+def test_a_search_draws_the_workload_settings_it_is_not_given() -> None:
+    """Settings named in `draw` vary (here to the shape that exposed unbounded-no-truncate);
+    the others stay the base's."""
+    base = SimSpec(workload="unbounded")
+    spec = find(
+        sim_tests(base, draw=EVERY_SETTING),
+        lambda s: (s.concurrency, s.pipeline, s.write_quorum, s.takeovers) == (16, 4, 3, 0.5),
+        settings=settings(database=None, derandomize=True, max_examples=2000),
+    )
+    assert (spec.ack_quorum, spec.writer_crashes) == (2, 0.0)  # shrunk back to the base's
+    fixed = find(
+        sim_tests(base, draw=frozenset({"takeovers"})),
+        lambda s: s.takeovers == 0.5,
+        settings=settings(database=None, derandomize=True),
+    )
+    assert (fixed.concurrency, fixed.pipeline, fixed.write_quorum) == (4, 1, 2)
+
+
+def test_a_search_may_slow_one_client_link_to_some_bookies() -> None:
+    """Packet faults also shape a client's egress, to chosen bookies, for longer than the
+    default delay: the shape of link that leaves a replica behind the others."""
+    spec = find(
+        sim_tests(SimSpec(), kinds=("packet",)),
+        lambda s: any(
+            step["value"]["nodes"] == ["c2"]
+            and step["value"].get("to") == ["b1"]
+            and step["value"].get("delay_ms") == 200
+            for step in s.schedule
+        ),
+        settings=settings(database=None, derandomize=True, max_examples=2000),
+    )
+    assert {step["f"] for step in spec.schedule} == {"start-packet", "stop-packet"}
+
+
 def test_a_search_with_a_spare_bookie_draws_faults_on_it() -> None:
     """`--bookies 4`: the fourth bookie (the spare an ensemble change needs) is a target."""
     spec = find(
@@ -86,11 +136,12 @@ def test_a_search_with_a_spare_bookie_draws_faults_on_it() -> None:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--pipeline", "3"], "--pipeline 3"),
+        (["--pipeline", "3", "--concurrency", "4"], "--pipeline 3"),
         (["--wq", "4"], "WQ=4"),
         (["--bookies", "2"], "--bookies"),
         (["--budget", "0"], "--budget"),
         (["--bug", "no-such-bug"], "no-such-bug"),
+        (["--nemesis", "power-loss,flood"], "unknown: flood"),
     ],
 )
 def test_bad_search_arguments_exit_254_and_say_what_to_change(
