@@ -128,6 +128,7 @@ def search(
     as_json: bool,
 ) -> int:
     """Search simulated fault schedules for an invalid history; shrink and store it."""
+    from harness.nightly import replay_command
     from harness.report import try_write_report
     from harness.runtime.sim import SimSpec, run_sim
     from harness.sim.search import search as run_search
@@ -213,6 +214,7 @@ def search(
             shrink_steps=outcome.shrink_steps,
             first=asdict(outcome.first) if outcome.first is not None else None,
             replay_valid=result.results["valid"],
+            replay=replay_command(outcome.found.as_replay("docker"), run_dir),
         )
         (run_dir / "search.json").write_text(json.dumps(summary, indent=2))
         try_write_report(run_dir)
@@ -231,7 +233,8 @@ def search(
             f"{summary['seconds_total']}s in all)\n"
             f"minimal: seed {minimal['seed']}, {minimal['time_limit']}s, "
             f"{len(minimal['schedule'])} steps: {json.dumps(minimal['schedule'])}\n"
-            f"stored in {run_dir} (minimal.json, history.jsonl, report.html)"
+            f"stored in {run_dir} (minimal.json, history.jsonl, report.html)\n"
+            f"replay on containers: {summary['replay']}"
         )
     return 1 if outcome.found is not None else 0
 

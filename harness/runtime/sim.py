@@ -44,6 +44,9 @@ from nemesis.schedule import ScheduleReplay
 SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workload starts
 
 
+REPLAY_MIN_S = 2.0
+
+
 @dataclass(frozen=True)
 class SimSpec:
     """One simulated test: the fields mean what they mean in `TestSpec` (`workload`,
@@ -92,6 +95,21 @@ class SimSpec:
             clients=self.clients,
             concurrency=self.concurrency,
             bugs=self.bugs,
+        )
+
+    def as_replay(self, runtime: str) -> TestSpec:
+        """This test as `bkchaos test --runtime RUNTIME` replays it on real nodes: the same
+        workload, rate, seed and schedule, for at least `REPLAY_MIN_S` (real faults take
+        real time: a docker power loss about 3 s)."""
+        return dataclasses.replace(
+            self.as_test(),
+            name=self.name,
+            runtime=runtime,
+            seed=self.seed,
+            time_limit=max(REPLAY_MIN_S, self.time_limit),
+            rate=self.rate,
+            op_timeout=self.op_timeout,
+            schedule=self.schedule,
         )
 
     def to_json(self) -> str:

@@ -224,6 +224,30 @@ SHRUNK: dict[str, tuple[dict[str, Any], str, tuple[dict[str, Any], ...]]] = {
             {"at": 0.1, "f": "stop-partition", "value": {"nodes": ["b1", "b2"]}},
         ),
     ),
+    "unbounded-no-truncate": (
+        {
+            "workload": "unbounded",
+            "bookies": 3,
+            "concurrency": 8,
+            "pipeline": 2,
+            "takeovers": 0.5,
+            "write_quorum": 3,
+            "ack_quorum": 2,
+            "time_limit": 0.5,
+            "seed": 1,
+        },
+        "lost-append",
+        (
+            {
+                "at": 0.0,
+                "f": "start-packet",
+                "value": {"nodes": ["c1"], "to": ["b2"], "delay_ms": 100},
+            },
+            {"at": 0.0, "f": "start-packet", "value": {"nodes": ["b2", "c2"]}},
+            {"at": 0.1, "f": "stop-packet", "value": {"nodes": ["b2", "c2"]}},
+            {"at": 0.3, "f": "stop-packet", "value": {"nodes": ["c1"]}},
+        ),
+    ),
 }
 """Bug -> (settings, anomaly, schedule): what `bkchaos search --bug BUG` found and shrank
 (docs/performance.md, "Search and shrink"), replayed through the pytest plugin."""

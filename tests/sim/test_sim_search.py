@@ -4,6 +4,7 @@ and `bkchaos search` finding, shrinking and storing a seeded bug."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from harness.cli import main
 from harness.runtime.sim import SimSpec, run_sim
 from harness.sim.search import DRAWN_CHOICES, search, sim_tests
-from harness.testspec import WORKLOADS
+from harness.testspec import SIM_NEMESES, WORKLOADS
 
 pytestmark = pytest.mark.sim
 
@@ -32,8 +33,15 @@ def test_clean_build_survives_drawn_fault_schedules(
     assert result.results["valid"] is not False, (spec, result.results["anomaly_types"])
 
 
-def test_search_on_a_clean_build_finds_nothing() -> None:
-    outcome = search(SimSpec(), budget_s=8, max_time=1.5)
+@pytest.mark.parametrize(
+    ("base", "kinds"),
+    [(SimSpec(), SIM_NEMESES), (SimSpec(workload="unbounded"), ("packet",))],
+    ids=["ledger-every-fault", "unbounded-slow-links"],
+)
+def test_search_on_a_clean_build_finds_nothing(base: SimSpec, kinds: tuple[str, ...]) -> None:
+    """Drawn faults and drawn workload settings alike: a correct build gives no anomaly
+    (the second case draws the slow client links that expose unbounded-no-truncate)."""
+    outcome = search(base, budget_s=8, max_time=1.5, kinds=kinds, draw=EVERY_SETTING)
     assert outcome.found is None and outcome.examples >= 3
 
 
@@ -76,6 +84,11 @@ def test_search_for_scope_id_ignored_runs_128_bit_ledgers_and_records_them(
     history = (Path(summary["run_dir"]) / "history.jsonl").read_text().splitlines()
     creates = [op for op in map(json.loads, history) if op["f"] == "create" and op["type"] == "ok"]
     assert creates and all(isinstance(op["value"]["ledger"], str) for op in creates)
+    replay = shlex.split(summary["replay"])  # for containers; here run in the simulation
+    assert replay[:2] == ["bkchaos", "test"] and "--id-bits" in replay and "--schedule" in replay
+    with pytest.raises(SystemExit) as replayed:
+        main([*replay[1:], "--runtime", "sim", "--store", str(tmp_path / "replays")])
+    assert replayed.value.code == 1  # the bug again
 
 
 @settings(max_examples=200, deadline=None, database=None, derandomize=True)
