@@ -1,9 +1,11 @@
 """Search for a fault schedule that breaks the product, then shrink it to a minimal one.
 
-Hypothesis draws a simulated test (the seed, the run length and a schedule of faults) and
-the simulation runs it in a fraction of the real time; the first invalid history stops
-the search and Hypothesis shrinks the test — fewer faults, fewer targets, a shorter run
-(so fewer ops), smaller seeds — keeping only what still yields the *same* anomaly type.
+Hypothesis draws a simulated test (the seed, the run length, a schedule of faults, and the
+workload settings the caller leaves open: workers, pipeline, quorums, takeover and
+writer-crash shares) and the simulation runs it in a fraction of the real time; the first
+invalid history stops the search and Hypothesis shrinks the test — fewer faults, fewer
+targets, a shorter run (so fewer ops), smaller seeds, the base's workload settings —
+keeping only what still yields the *same* anomaly type.
 Since the simulation is deterministic, the shrunk test replays exactly from its seed.
 
 A schedule is the `TestSpec.schedule` format (`{"at", "f", "value": {"nodes": [...]}}`

@@ -91,6 +91,20 @@ def test_search_for_scope_id_ignored_runs_128_bit_ledgers_and_records_them(
     assert replayed.value.code == 1  # the bug again
 
 
+def test_workload_settings_given_to_the_search_are_kept_not_drawn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixed = ["--concurrency", "8", "--pipeline", "2", "--wq", "3", "--aq", "3"]
+    shares = ["--takeovers", "0", "--writer-crashes", "0"]
+    args = ["search", "--id-bits", "128", "--bug", "scope-id-ignored", *fixed, *shares]
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--budget", "60s", "--store", str(tmp_path), "--json"])
+    assert exited.value.code == 1
+    minimal = json.loads(capsys.readouterr().out)["minimal"]
+    kept = ("concurrency", "pipeline", "write_quorum", "ack_quorum", "takeovers", "writer_crashes")
+    assert [minimal[k] for k in kept] == [8, 2, 3, 3, 0, 0]
+
+
 @settings(max_examples=200, deadline=None, database=None, derandomize=True)
 @given(data=st.data(), workload=st.sampled_from(WORKLOADS))
 def test_drawn_workload_settings_always_make_a_test_bkchaos_test_accepts(
