@@ -47,6 +47,9 @@ RUNTIMES = tuple(RUNTIME_NEMESES)
 MAX_ENTRY_SIZE = 1 << 20
 MAX_OP_SHARE = 0.5
 """At most half the ops may be takeovers (or writer crashes), so writers still get appends in."""
+OP_SHARE_WORKLOADS = {"takeovers": ("ledger", "log", "unbounded"), "writer_crashes": ("ledger",)}
+"""The workloads that have each share of ops (`--takeovers`, `--writer-crashes`): a share
+given to another workload would be silently ignored, so it is refused."""
 NEMESIS_ORDERS = ("shuffled", "nested")
 """`--nemesis-order` (nemesis.combined): CombinedCycle's shuffled bag, or NestedCycle."""
 TARGETS = ("one", "minority", "writer", "zk", "client")
@@ -223,11 +226,14 @@ class TestSpec:
             raise UserError(f"--id-bits must be 64 or 128, got {self.id_bits}")
         if not 0 <= self.entry_size <= MAX_ENTRY_SIZE:
             raise UserError(f"--entry-size must be 0..{MAX_ENTRY_SIZE}, got {self.entry_size}")
-        for name in ("takeovers", "writer_crashes"):
-            share = getattr(self, name)
+        for name, workloads in OP_SHARE_WORKLOADS.items():
+            share, flag = getattr(self, name), f"--{name.replace('_', '-')}"
             if share is not None and not 0 <= share <= MAX_OP_SHARE:
+                raise UserError(f"{flag} must be a fraction 0..{MAX_OP_SHARE}, got {share}")
+            if share and self.workload not in workloads:
                 raise UserError(
-                    f"--{name.replace('_', '-')} must be a fraction 0..{MAX_OP_SHARE}, got {share}"
+                    f"{flag}: the {self.workload} workload has no such ops; "
+                    f"use one of {workloads} or drop {flag}"
                 )
         if self.nemesis_order not in NEMESIS_ORDERS:
             raise UserError(
@@ -306,3 +312,10 @@ def parsed_grudge(text: str) -> str | dict[str, list[str]]:
     ):
         raise ValueError('give each node the list of nodes it drops: {"b1": ["b2", "zk1"]}')
     return value
+
+
+def op_shares_for(workload: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` with the shares of ops that `workload` has none of unset, so one set of
+    settings (the detection bench's, a fault suite's) serves every workload."""
+    unread = [name for name, workloads in OP_SHARE_WORKLOADS.items() if workload not in workloads]
+    return {**settings, **{name: getattr(TestSpec, name) for name in unread if name in settings}}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.runner import run_test
-from harness.testspec import TestSpec
+from harness.testspec import TestSpec, op_shares_for
 
 BASE = TestSpec(
     name="bench-detect",
@@ -119,10 +119,12 @@ EXPOSERS: dict[str, dict[str, Any]] = {
 
 
 def exposing_run(bug: str) -> dict[str, Any]:
-    """`bug`'s exposing test as `TestSpec` fields (BASE's shared settings, then its own),
+    """`bug`'s exposing test as `TestSpec` fields (BASE's shared settings, then its own;
+    a share of ops its workload has none of unset),
     bug off: fault-suite tests then run exactly what the bench runs, with the bug on (the
     catch) and off (the clean twin)."""
-    return {**detection_run(), **EXPOSERS[bug]}
+    exposer = EXPOSERS[bug]
+    return op_shares_for(exposer.get("workload", BASE.workload), {**detection_run(), **exposer})
 
 
 TARGETS = {"detection_rate": 0.9, "median_seconds_to_detect": 30.0, "false_positives": 0}
@@ -130,15 +132,8 @@ TARGETS = {"detection_rate": 0.9, "median_seconds_to_detect": 30.0, "false_posit
 
 def exposing_spec(bug: str, seed: int, store: str, time_limit: float) -> TestSpec:
     """The run that should catch `bug` (with `bug` switched on)."""
-    return replace(
-        BASE,
-        name=f"bench-detect-{bug}",
-        seed=seed,
-        store=store,
-        time_limit=time_limit,
-        bugs=(bug,),
-        **EXPOSERS[bug],
-    )
+    own = {"name": f"bench-detect-{bug}", "seed": seed, "store": store, "time_limit": time_limit}
+    return replace(BASE, **{**exposing_run(bug), **own, "bugs": (bug,)})
 
 
 def seconds_to_first_anomaly(history: Path, results: dict[str, Any]) -> float | None:

@@ -131,16 +131,18 @@ pipeline_option = click.option(
     "--takeovers",
     type=float,
     default=None,
-    help="ledger, log, unbounded workloads: share of ops that take over a ledger or stream "
-    "another process is writing [default: 0.01 for ledger, 0.02 for log and unbounded].",
+    help="ledger, log, unbounded workloads (the others refuse it): share of ops that take "
+    "over a ledger or stream another process is writing [default: 0.01 for ledger, 0.02 for "
+    "log and unbounded].",
 )
 @click.option(
     "--writer-crashes",
     type=float,
     default=0.0,
     show_default=True,
-    help="ledger workload: share of ops at which a writer crashes, leaving its ledger open "
-    "(its last entry beyond every LAC) for the next takeover to recover.",
+    help="ledger workload (the others refuse it): share of ops at which a writer crashes, "
+    "leaving its ledger open (its last entry beyond every LAC) for the next takeover to "
+    "recover.",
 )
 @pipeline_option
 @click.option("--bug", "bugs", multiple=True, help="Switch on a seeded bug (repeatable).")

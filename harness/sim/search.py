@@ -29,7 +29,12 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from harness.runtime.sim import SimSpec, run_sim
-from harness.testspec import PIPELINED_WORKLOADS, SIM_CORRUPT_MODES, SIM_NEMESES
+from harness.testspec import (
+    OP_SHARE_WORKLOADS,
+    PIPELINED_WORKLOADS,
+    SIM_CORRUPT_MODES,
+    SIM_NEMESES,
+)
 from nemesis.schedule import START_STOP
 
 TICKS_PER_S = 10
@@ -51,8 +56,8 @@ DRAWN_CHOICES: dict[str, tuple[Any, ...]] = {
 }
 """Workload settings a search may draw (its `draw` names them), each among these values and
 the base's own, which comes first so that shrinking returns to it where it does not
-matter. Quorums stay within an ensemble of 3; takeovers apply to the writer workloads,
-writer crashes to `ledger`, a pipeline to a workload that pipelines."""
+matter. Quorums stay within an ensemble of 3; a share of ops is drawn for the workloads
+that have such ops (`OP_SHARE_WORKLOADS`), a pipeline for a workload that pipelines."""
 
 
 def sim_schedules(
@@ -129,18 +134,18 @@ def sim_workloads(base: SimSpec, draw: frozenset[str]) -> st.SearchStrategy[SimS
         most = max(1, concurrency // base.clients) if pipelined else 1
         pipeline = draw_from(among("pipeline", base.pipeline).filter(lambda p: p <= most))
         write_quorum, ack_quorum = draw_from(among("quorums", (base.write_quorum, base.ack_quorum)))
-        takeovers = draw_from(among("takeovers", base.takeovers)) if pipelined else base.takeovers
-        writer_crashes = base.writer_crashes
-        if base.workload == "ledger":
-            writer_crashes = draw_from(among("writer_crashes", writer_crashes))
+        shares = {
+            name: draw_from(among(name, getattr(base, name)))
+            for name, workloads in OP_SHARE_WORKLOADS.items()
+            if base.workload in workloads
+        }
         return replace(
             base,
             concurrency=concurrency,
             pipeline=pipeline,
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,
-            takeovers=takeovers,
-            writer_crashes=writer_crashes,
+            **shares,
         )
 
     return workloads()

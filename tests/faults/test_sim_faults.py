@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from harness.bench.detect import exposing_run
 from harness.pytest_plugin import Chaos
 from harness.sim.search import sim_schedules
-from harness.testspec import SIM_NEMESES, WORKLOADS
+from harness.testspec import SIM_NEMESES, WORKLOADS, op_shares_for
 
 pytestmark = pytest.mark.sim
 
@@ -44,7 +44,7 @@ LOSS = ["lost-append", "truncated-ledger"]
 def test_every_workload_stays_valid_under_every_simulated_fault(
     chaos: Chaos, workload: str
 ) -> None:
-    run = chaos(**SIM_RUN, workload=workload, id_bits=128, seed=1)
+    run = chaos(**op_shares_for(workload, SIM_RUN), workload=workload, id_bits=128, seed=1)
     assert run.results["valid"] is True, run.summary()
     assert run.results["checkers"]["nemesis"]["faults"] >= 8, "faults were drawn and proven"
 
@@ -58,7 +58,7 @@ the audit of the closed ledgers' copies is judged (checkers/replication.py)."""
 def test_every_closed_ledger_keeps_its_ack_quorum_of_copies_in_the_simulation(
     chaos: Chaos, workload: str
 ) -> None:
-    run = chaos(**KEEPING_DATA, workload=workload, seed=1)
+    run = chaos(**op_shares_for(workload, KEEPING_DATA), workload=workload, seed=1)
     replication = run.results["checkers"]["replication"]
     assert run.results["valid"] is True, run.summary()
     assert "not_judged" not in replication
@@ -140,7 +140,7 @@ def test_ledgers_of_two_scopes_sharing_an_id_are_caught_in_the_simulation() -> N
 
 
 @pytest.mark.chaos(
-    **SIM_RUN,
+    **op_shares_for("recovery-race", SIM_RUN),
     seed=2,  # 8 of seeds 1-12 catch it since abandoned ledgers are raced at once
     workload="recovery-race",
     bugs=["metadata-blind-write"],

@@ -80,6 +80,8 @@ def test_padded_payloads_stay_unique() -> None:
         {"pipeline": 3, "concurrency": 4, "clients": 2},
         {"pipeline": 2, "workload": "tail"},
         {"pipeline": 2, "workload": "recovery-race"},
+        {"takeovers": 0.1, "workload": "tail"},
+        {"writer_crashes": 0.05, "workload": "unbounded"},
         {"corruption": "tail"},  # no corrupt nemesis to shape
         {"corruption": "shred", "nemesis": ("corrupt",)},
         {"corruption": "truncate", "nemesis": ("corrupt",), "runtime": "sim"},
@@ -92,6 +94,21 @@ def test_padded_payloads_stay_unique() -> None:
 def test_bad_options_are_refused(bad: dict) -> None:
     with pytest.raises(testspec.UserError):
         TestSpec(**bad)
+
+
+def test_shared_settings_unset_the_shares_of_ops_a_workload_has_none_of() -> None:
+    """One set of settings serves every workload: shares it would refuse are unset (and
+    `--takeovers 0` / `--writer-crashes 0`, which ask for none, are accepted anywhere)."""
+    shared = {"takeovers": 0.02, "writer_crashes": 0.05, "bookies": 3}
+    assert testspec.op_shares_for("ledger", shared) == shared
+    assert testspec.op_shares_for("unbounded", shared) == {**shared, "writer_crashes": 0.0}
+    assert testspec.op_shares_for("tail", shared) == {
+        **shared,
+        **{"takeovers": None, "writer_crashes": 0.0},
+    }
+    for workload in testspec.WORKLOADS:
+        TestSpec(workload=workload, **testspec.op_shares_for(workload, shared))
+        TestSpec(workload=workload, takeovers=0, writer_crashes=0)
 
 
 def test_ledger_takeovers_follow_the_spec_share() -> None:
@@ -333,7 +350,8 @@ class Model:
 def test_every_workload_on_a_correct_service_gives_a_valid_history(
     name: str, options: dict[str, int]
 ) -> None:
-    spec = TestSpec(workload=name, concurrency=4, takeovers=0.05, writer_crashes=0.02, **options)
+    shares = testspec.op_shares_for(name, {"takeovers": 0.05, "writer_crashes": 0.02})
+    spec = TestSpec(workload=name, concurrency=4, **shares, **options)
     workload = runner.WORKLOADS[name](spec)
     model, history, rng = Model(), [], random.Random(7)
     gen = workload.generator()
