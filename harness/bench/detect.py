@@ -119,10 +119,9 @@ EXPOSERS: dict[str, dict[str, Any]] = {
 
 
 def exposing_run(bug: str) -> dict[str, Any]:
-    """`bug`'s exposing test as `TestSpec` fields (BASE's shared settings, then its own;
-    a share of ops its workload has none of unset),
-    bug off: fault-suite tests then run exactly what the bench runs, with the bug on (the
-    catch) and off (the clean twin)."""
+    """`bug`'s exposing test as `TestSpec` fields, bug off: BASE's shared settings (less
+    the shares of ops its workload has none of), then its own. Fault-suite tests then run
+    exactly what the bench runs, with the bug on (the catch) and off (the clean twin)."""
     exposer = EXPOSERS[bug]
     return op_shares_for(exposer.get("workload", BASE.workload), {**detection_run(), **exposer})
 

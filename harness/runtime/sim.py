@@ -45,6 +45,7 @@ SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workloa
 
 
 REPLAY_MIN_S = 2.0
+"""The shortest run `SimSpec.as_replay` asks of a real runtime."""
 
 
 @dataclass(frozen=True)
