@@ -311,13 +311,16 @@ class PacketNemesis:
         return {**value, **params, "proof": proof}
 
     async def _clear(self, nodes: list[str]) -> dict[str, Any]:
+        """Unshape `nodes`, proven by their root qdisc: none of ours is left. A node with
+        nothing to remove (its start-packet never took effect) is simply proven unshaped."""
         proof = {}
         for node in nodes:
             shown = await _sh(
-                self.runtime,
-                node,
-                f"{self._dev(node)} && tc qdisc del dev $dev root && tc qdisc show dev $dev",
+                self.runtime, node, f"{self._dev(node)} && {DELETE_ROOT} && tc qdisc show dev $dev"
             )
+            left = [kind for kind in SHAPING_QDISCS if f"qdisc {kind} " in shown]
+            if left:
+                raise FaultNotProven(f"{node} still shapes its packets ({left}): {shown.strip()}")
             self.shaped.discard(node)
             proof[node] = {"qdisc": shown.strip(), "connect_ms": await self._connect_ms(node)}
         return proof
@@ -328,6 +331,10 @@ class PacketNemesis:
         return [{"f": "stop-packet", "proof": await self._clear(sorted(self.shaped))}]
 
 
+DELETE_ROOT = "{ tc qdisc del dev $dev root 2>/dev/null || true; }"
+"""Remove the root qdisc of $dev if there is one (none to remove is no error)."""
+SHAPING_QDISCS = ("netem", "tbf", "htb")
+"""The qdiscs a packet fault installs; none may be left once it stops."""
 LINK_CLASS = "1:2"
 """The htb class a link-shaping fault (`to`) sends its destinations' packets to; 1:1, the
 default, passes everything else unshaped."""
@@ -341,7 +348,7 @@ def _link_shaping(qdisc: str, addresses: list[str]) -> str:
     """tc commands that shape only the packets sent to `addresses` with `qdisc` (a fresh
     root: an htb kept from an earlier fault would refuse the classes again)."""
     commands = [
-        "{ tc qdisc del dev $dev root 2>/dev/null || true; }",
+        DELETE_ROOT,
         "tc qdisc add dev $dev root handle 1: htb default 1",
         *(
             f"tc class add dev $dev parent 1: classid {classid} htb rate {UNSHAPED_RATE} "

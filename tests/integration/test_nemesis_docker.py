@@ -167,6 +167,8 @@ async def test_a_rate_limit_alone_is_a_token_bucket_that_slows_what_the_node_sen
     shaped = await _transfer_s(cluster, "b2", "b1", 96_000)
     [healed] = await nemesis.heal()
     assert "tbf" not in healed["proof"]["b2"]["qdisc"]
+    again = await nemesis.invoke({"f": "stop-packet", "value": {"nodes": ["b2"]}})
+    assert "tbf" not in again["proof"]["b2"]["qdisc"]  # nothing left to remove: no error
     unshaped = await _transfer_s(cluster, "b2", "b1", 96_000)
     assert shaped >= 2.5 > 0.5 > unshaped, (shaped, unshaped)  # 96 KB at 25 KB/s: ~3.8 s
     assert add_from(cluster, "b3")[0] == 0
