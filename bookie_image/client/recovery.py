@@ -5,7 +5,8 @@
    ones cover every ack quorum; the largest piggybacked LAC is where recovery starts.
 3. Recovery reads (which fence too) from LAC+1: an entry is recovered on one positive
    answer, absent only after (WQ−AQ)+1 explicit negatives; unknown answers abort.
-4. Write every recovered entry back with RECOVERY_ADD carrying the frozen LAC.
+4. Write every recovered entry back with RECOVERY_ADD carrying the frozen LAC (a no-op
+   that no metadata records: see below).
 5. Close by CAS, and only if the ledger is still IN_RECOVERY.
 
 Unbounded ledgers (reference 000) fence with a term instead: step 1 also raises the term,
@@ -19,7 +20,11 @@ entry. Nothing after it can have been acknowledged: entries of the term it began
 piggybacked LAC of at least its id, so had one reached an ack quorum, fencing would have
 started recovery past the no-op. It may be a term's recorded no-op or one left behind by a
 takeover that failed before reopening the ledger; in both cases entries after it are dirty.
-A takeover then ends its own term with a new no-op right after it.
+A recorded one is on every bookie of its fragment already. One that no metadata records is
+completed as its takeover should have done it: with the truncate flag, on every bookie of
+the last fragment, or recovery fails; a bookie it missed may still hold the old term's
+entry in its place, which a reader asking that bookie first would get. A takeover then
+ends its own term with a new no-op right after it.
 """
 
 from __future__ import annotations
@@ -109,10 +114,13 @@ async def recover(
     writebacks: list[asyncio.Future[int]] = []
     last_length: int | None = None
     entry_id = lac + 1
+    leftover_noop: int | None = None
     while (entry := await _recovery_read(ctx, metadata, master_key, entry_id, term)) is not None:
-        if not bugs.enabled("no-recovery-writeback"):
-            writebacks.append(writer.enqueue(entry.payload, length=entry.header.length))
         last_length = entry.header.length
+        if is_noop(metadata, entry) and entry_id not in metadata.noops:
+            leftover_noop = entry_id  # completed below, on every bookie
+        elif not bugs.enabled("no-recovery-writeback"):
+            writebacks.append(writer.enqueue(entry.payload, length=entry.header.length))
         entry_id += 1
         if is_noop(metadata, entry):
             break  # a term ended here: what follows is dirty (see the module docstring)
@@ -123,6 +131,8 @@ async def recover(
             f"write-back during recovery of ledger {metadata.name} failed: {exc}",
             may_have_happened=False,
         ) from exc
+    if leftover_noop is not None:
+        await _truncating_noop(ctx, writer, leftover_noop, last_length)
     last_entry = entry_id - 1
     if last_length is None:
         last_length = await _length_at(ctx, versioned, master_key, lac)
@@ -156,8 +166,29 @@ async def _start_term(
     metadata = writer.versioned.metadata
     noop = last_entry + 1
     length += len(NOOP)
+    await _truncating_noop(ctx, writer, noop, length)
+
+    def reopen(m: LedgerMetadata) -> LedgerMetadata:
+        if m.state is not LedgerState.IN_RECOVERY or m.term != metadata.term:
+            raise _newer_term(m)
+        return replace(
+            m,
+            state=LedgerState.OPEN,
+            noops=(*m.noops, noop),
+            ensembles=writer.versioned.metadata.ensembles,  # the write-back's, kept local
+        )
+
+    reopened = await ctx.store.update(writer.versioned, reopen)
+    return Recovered(reopened, noop, length)
+
+
+async def _truncating_noop(ctx: ClientContext, writer: Writer, entry_id: int, length: int) -> None:
+    """Write the no-op that ends a term at ``entry_id``, with the truncate flag, to every
+    bookie of the last fragment; each must store it. A bookie that missed it may hold an
+    old term's entry in its place, which a reader asking it first would get."""
+    metadata = writer.versioned.metadata
     data = encode_entry(
-        wire_id(metadata), noop, last_entry, length, NOOP, metadata.digest, writer.master_key
+        wire_id(metadata), entry_id, entry_id - 1, length, NOOP, metadata.digest, writer.master_key
     )
     requests = {
         bookie: AddRequest(
@@ -183,19 +214,6 @@ async def _start_term(
             f"last fragment: {', '.join(refused)}",
             may_have_happened=False,
         )
-
-    def reopen(m: LedgerMetadata) -> LedgerMetadata:
-        if m.state is not LedgerState.IN_RECOVERY or m.term != metadata.term:
-            raise _newer_term(m)
-        return replace(
-            m,
-            state=LedgerState.OPEN,
-            noops=(*m.noops, noop),
-            ensembles=writer.versioned.metadata.ensembles,  # the write-back's, kept local
-        )
-
-    reopened = await ctx.store.update(writer.versioned, reopen)
-    return Recovered(reopened, noop, length)
 
 
 def _newer_term(m: LedgerMetadata) -> LedgerFencedError:

@@ -205,12 +205,12 @@ async def test_a_failed_takeovers_noop_is_never_read_as_data(
         assert await bookie_read(bookie, lh.id, 3) == (Status.EOK, NOOP)
 
 
-async def test_recovery_ends_at_a_recovered_noop(local_cluster: LocalCluster) -> None:
+async def leftover_noop(cluster: LocalCluster) -> tuple[Any, str, str, str]:
     """c1's entries 3 and 4 reach b3 only. A takeover that never hears b3 proves entry 3
-    absent and writes its no-op at 3 to b1 and b2, then fails (b3 misses the no-op). The
-    next takeover, still deaf to b3 for entry 3, recovers that no-op: the term ended there,
-    so c1's dirty entry 4 on b3 is not recovered after it, but replaced by the new no-op."""
-    async with client(local_cluster) as setup:
+    absent and writes its no-op at 3 to b1 and b2, then fails (b3 misses the no-op): b1
+    and b2 hold a no-op at 3 that no metadata records, b3 holds c1's dirty C there.
+    Returns the ledger id and b1, b2, b3."""
+    async with client(cluster) as setup:
         lh = await three_copy_unbounded_ledger(setup)
     b1, b2, b3 = lh.metadata.ensembles[0][1]
 
@@ -219,14 +219,11 @@ async def test_recovery_ends_at_a_recovered_noop(local_cluster: LocalCluster) ->
             isinstance(request, AddRequest) and request.header.entry_id >= 3 and bookie in (b1, b2)
         )
 
-    def b3_misses_read_3(bookie: str, request: Any) -> bool:
-        return bookie == b3 and isinstance(request, ReadRequest) and request.entry_id == 3
-
     def b3_misses_read_3_and_noop(bookie: str, request: Any) -> bool:
         noop = bookie == b3 and isinstance(request, AddRequest) and request.truncate
-        return noop or b3_misses_read_3(bookie, request)
+        return noop or misses_read_3(b3)(bookie, request)
 
-    async with client(local_cluster, c1_drops) as c1:
+    async with client(cluster, c1_drops) as c1:
         writer = await c1.take_over_ledger(lh.id, password=b"pw")  # term 1, no-op at 0
         assert [await writer.append(p) for p in (b"A", b"B")] == [1, 2]
         dirty = [asyncio.ensure_future(writer.append(p)) for p in (b"C", b"D")]
@@ -236,14 +233,52 @@ async def test_recovery_ends_at_a_recovered_noop(local_cluster: LocalCluster) ->
         for future in dirty:
             with contextlib.suppress(BKError):
                 await future
-    async with client(local_cluster, b3_misses_read_3_and_noop) as failing:
+    async with client(cluster, b3_misses_read_3_and_noop) as failing:
         with pytest.raises(LedgerRecoveryError, match="must reach every bookie"):
             await failing.take_over_ledger(lh.id, password=b"pw")
-    async with client(local_cluster, b3_misses_read_3) as c2:
-        writer2 = await c2.take_over_ledger(lh.id, password=b"pw")
+    assert [(await bookie_read(b, lh.id, 3))[1] for b in (b1, b2, b3)] == [NOOP, NOOP, DATA + b"C"]
+    return lh.id, b1, b2, b3
+
+
+def misses_read_3(b3: str) -> Callable[[str, Any], bool]:
+    """Drops b3's answers to reads of entry 3, so recovery hears the no-op first."""
+    return lambda bookie, request: (
+        bookie == b3 and isinstance(request, ReadRequest) and request.entry_id == 3
+    )
+
+
+async def test_recovery_ends_at_a_recovered_noop(local_cluster: LocalCluster) -> None:
+    """The next takeover after `leftover_noop`, still deaf to b3 for entry 3, recovers that
+    no-op: the term ended there, so c1's dirty entry 4 on b3 is not recovered after it, but
+    replaced by the new no-op."""
+    ledger, _, _, b3 = await leftover_noop(local_cluster)
+    async with client(local_cluster, misses_read_3(b3)) as c2:
+        writer2 = await c2.take_over_ledger(ledger, password=b"pw")
         assert writer2.last_add_confirmed == 4  # the leftover no-op at 3, its own at 4
         assert await writer2.append(b"E") == 5
-        closed = await c2.open_ledger(lh.id, password=b"pw", recovery=True)
+        closed = await c2.open_ledger(ledger, password=b"pw", recovery=True)
         assert closed.last_add_confirmed == 5
         assert [p async for _, p in closed.read(0, 5)] == [b"A", b"B", b"E"]
-    assert await bookie_read(b3, lh.id, 3) == (Status.EOK, NOOP)  # c1's C overwritten
+    assert await bookie_read(b3, ledger, 3) == (Status.EOK, NOOP)  # c1's C overwritten
+
+
+async def test_a_recovered_leftover_noop_reaches_every_bookie(local_cluster: LocalCluster) -> None:
+    """A closing recovery after `leftover_noop` that recovers the no-op but cannot write to
+    b3: closed so, b3 would keep c1's C where b1 and b2 hold the no-op, and a reader asking
+    b3 first would read C. The no-op is completed as its takeover should have done it, on
+    every bookie, so recovery fails until b3 takes it; then every copy is the no-op."""
+    ledger, b1, b2, b3 = await leftover_noop(local_cluster)
+
+    def b3_deaf(bookie: str, request: Any) -> bool:
+        add = bookie == b3 and isinstance(request, AddRequest)
+        return add or misses_read_3(b3)(bookie, request)
+
+    async with client(local_cluster, b3_deaf) as cut_off:
+        with pytest.raises(LedgerRecoveryError, match="must reach every bookie"):
+            await cut_off.open_ledger(ledger, password=b"pw", recovery=True)
+    async with client(local_cluster, misses_read_3(b3)) as c2:
+        closed = await c2.open_ledger(ledger, password=b"pw", recovery=True)
+        assert closed.last_add_confirmed == 3
+        assert [p async for _, p in closed.read(0, 3)] == [b"A", b"B"]
+    for bookie in (b1, b2, b3):
+        assert await bookie_read(bookie, ledger, 3) == (Status.EOK, NOOP)
