@@ -41,6 +41,8 @@ class Value(msgspec.Struct, gc=False):
     wq: Any = None
     aq: Any = None
     lacking: Any = None
+    divergent: Any = None
+    unbounded: Any = None
 
 
 class Op(msgspec.Struct, gc=False):
@@ -293,7 +295,9 @@ def _read(h: History, call: Call, kind: str) -> None:
 
 
 def _audit(h: History, call: Call) -> None:
-    """An ok audit: a ledger, its last entry, WQ and AQ, and [entry, missing, unknown]s."""
+    """An ok audit: a ledger, its last entry, WQ and AQ, [entry, missing, unknown]s, and
+    (audits since the copies are compared) [entry, {bookie: payload or null}]s and whether
+    the ledger is unbounded."""
     done = call.done.value
     if done.ledger is None:
         raise KeyError("ledger")
@@ -308,6 +312,19 @@ def _audit(h: History, call: Call) -> None:
             and all(type(b) is list and all(type(x) is str for x in b) for b in lack[1:])
         ):
             raise TypeError(f"lacking copy {lack!r} is not [entry, [bookie…], [bookie…]]")
+    if done.unbounded not in (None, True, False):
+        raise TypeError(f"unbounded {done.unbounded!r} is not a boolean")
+    if done.divergent is not None and type(done.divergent) is not list:
+        raise TypeError(f"divergent {done.divergent!r} is not a list")
+    for copies in done.divergent or []:
+        if not (
+            type(copies) is list
+            and len(copies) == 2
+            and type(copies[0]) is int
+            and type(copies[1]) is dict
+            and all(p is None or type(p) is str for p in copies[1].values())
+        ):
+            raise TypeError(f"divergent copies {copies!r} are not [entry, {{bookie: payload}}]")
     h.audits.append(call)
 
 

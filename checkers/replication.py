@@ -1,4 +1,5 @@
-"""Replication: every entry of a closed ledger is on at least AQ bookies of its write set.
+"""Replication: every entry of a closed ledger is on at least AQ bookies of its write set,
+and its copies agree.
 
 What the other checkers judge is what readers saw; an entry can read back fine and still
 rest on one bookie, one lost disk away from `lost-append`. BookKeeper promises more: an
@@ -11,7 +12,15 @@ The final phase audits the copies (`audit` ops: shared/spec/history.md allows op
 the project's own): each bookie of each entry's write set is asked for it, and says it
 has it, says it has not ("no such entry"), or says nothing (no answer, an error, a copy
 that fails its digest). An entry is `under-replicated` when so many bookies say they have
-not that fewer than AQ can hold it, whatever the silent ones hold.
+not that fewer than AQ can hold it, whatever the silent ones hold. Unbounded ledgers are
+not judged for it: terms end in truncating no-ops, and which copies such a ledger must
+keep is reference 000's protocol, which this checker does not model.
+
+Copies that verify but differ are a `divergence` in any ledger: which one a reader gets
+depends on which bookie answers first. A correct ledger never has them: one writer writes
+each entry of a bounded ledger, and recovery writes back what it read; an unbounded
+ledger's new term first truncates, on every bookie of the last fragment, what the old
+term left beyond the entries it recovered (reference 000).
 
 Only faults that destroy a bookie's data on purpose (`corrupt`, `wipe-reset`) may leave a
 correct build short of copies; in a run with any, the audit is not judged (the result says
@@ -35,6 +44,8 @@ def under_replicated(h: History) -> Iterator[Case]:
     they do not have: fewer than AQ copies of it can exist."""
     for call in h.audits:
         done = call.done.value
+        if done.unbounded:
+            continue
         spare = done.wq - done.aq
         for entry, missing, unknown in done.lacking:
             if len(missing) <= spare:
@@ -53,8 +64,29 @@ def under_replicated(h: History) -> Iterator[Case]:
             )
 
 
+def divergent_copies(h: History) -> Iterator[Case]:
+    """An entry of a closed ledger whose bookies hold verified copies that differ."""
+    for call in h.audits:
+        done = call.done.value
+        for entry, held in done.divergent or []:
+            said = "; ".join(
+                f"{bookie} holds {'a no-op' if p is None else repr(p)}"
+                for bookie, p in sorted(held.items())
+            )
+            yield case(
+                f"the copies of entry {entry} of ledger {done.ledger}, closed at "
+                f"{done.last_entry}, differ: {said}. A reader gets whichever its first "
+                "answering bookie holds.",
+                call.ops,
+                ledger=done.ledger,
+                entry=entry,
+                copies=held,
+            )
+
+
 def check_replication(h: History) -> dict[str, Any]:
-    """`under-replicated` entries in the audits of the final phase (module docstring)."""
+    """`under-replicated` entries and `divergence` among copies in the audits of the final
+    phase (module docstring)."""
     destroying = sorted({c.inv.f for c in h.nemesis} & DATA_DESTROYING_FAULTS)
     if destroying:
         return {
@@ -62,6 +94,6 @@ def check_replication(h: History) -> dict[str, Any]:
             "audited_ledgers": len(h.audits),
             "not_judged": f"the run destroyed bookie data on purpose ({', '.join(destroying)})",
         }
-    result = collect({"under-replicated": under_replicated(h)})
+    result = collect({"under-replicated": under_replicated(h), "divergence": divergent_copies(h)})
     result["audited_ledgers"] = len(h.audits)
     return result

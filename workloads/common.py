@@ -111,9 +111,6 @@ class BaseWorkload:
     """Ledgers a closed read returned: closed, so their copies can be audited."""
 
     checkers: ClassVar[tuple[str, ...]] = ALL_CHECKERS
-    audits_copies: ClassVar[bool] = True
-    """Whether the final phase audits the copies of every closed ledger (the replication
-    checker): every entry of a closed ledger must be on AQ bookies of its write set."""
 
     def __post_init__(self) -> None:
         self.payloads.size = self.config.entry_size
@@ -176,14 +173,14 @@ class BaseWorkload:
 
     def final_ops(self) -> Iterator[Op]:
         """Closed reads of every ledger: the authoritative content the checkers judge by;
-        then an audit of the copies of every ledger read closed (`audits_copies`). Lazy on
+        then an audit of the copies of every ledger read closed (the replication checker
+        judges them: enough copies of every entry, and no two that differ). Lazy on
         purpose: the controller runs each op as it is yielded, so by the time the audits
         are drawn every closed read has completed and `read_closed` says which did."""
         for lid in self.ledgers:
             yield {"f": "read", "value": {"ledger": lid, "mode": "closed"}}
-        if self.audits_copies:
-            for lid in [lid for lid in self.ledgers if lid in self.read_closed]:
-                yield {"f": "audit", "value": {"ledger": lid}}
+        for lid in [lid for lid in self.ledgers if lid in self.read_closed]:
+            yield {"f": "audit", "value": {"ledger": lid}}
 
     def worker(self, process: int) -> int:
         """The worker (0 .. concurrency−1) a process id runs on; it survives retirements."""

@@ -29,10 +29,6 @@ entry since its last read; one further behind skips ahead to there (a read stays
 
 @dataclass
 class UnboundedWorkload(StreamWorkload):
-    audits_copies = False
-    """Terms end in a truncating no-op and fragments rotate: which copies an unbounded
-    ledger must keep is reference 000's protocol, which the copies audit does not model."""
-
     cursors: dict[tuple[int, Any], int] = field(default_factory=dict)
     """(reader process, ledger) -> the first entry its next read asks for."""
 

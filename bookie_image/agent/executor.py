@@ -211,21 +211,27 @@ class Executor:
         return {"last_entry": rh.last_add_confirmed}
 
     async def audit(self, value: dict[str, Any]) -> dict[str, Any]:
-        """Which bookies lack entries of a closed ledger (BookKeeper's ledger checker):
-        every entry up to the last, asked of every bookie of its write set. `lacking`
-        lists [entry, bookies that said "no such entry", bookies whose answer said
-        nothing] for each entry some bookie lacks; the checker judges them against AQ."""
+        """The copies of a closed ledger (BookKeeper's ledger checker): every entry up to
+        the last, asked of every bookie of its write set. `lacking` lists [entry, bookies
+        that said "no such entry", bookies whose answer said nothing] for each entry some
+        bookie lacks, which the checker judges against AQ; `divergent` lists [entry,
+        {bookie: payload, null for a no-op}] for each entry whose copies differ."""
         (ledger,) = _require(value, ledger=(int, str))
         rh = await self.bk.open_ledger(ledger, password=self.password, recovery=False)
         metadata = rh.metadata
         if not metadata.closed:
             raise _NotClosed(f"ledger {ledger} is not closed: only a closed one can be audited")
-        lacking = await rh.lacking_copies()
+        audit = await rh.audit_copies()
         return {
             "last_entry": metadata.last_entry_id,
             "wq": metadata.write_quorum,
             "aq": metadata.ack_quorum,
-            "lacking": [[entry, missing, unknown] for entry, missing, unknown in lacking],
+            "unbounded": metadata.unbounded,
+            "lacking": [[entry, missing, unknown] for entry, missing, unknown in audit.lacking],
+            "divergent": [
+                [entry, {b: None if p is None else p.decode() for b, p in held.items()}]
+                for entry, held in audit.divergent
+            ],
         }
 
 

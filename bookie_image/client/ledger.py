@@ -65,10 +65,12 @@ __all__ = [
     "DATA",
     "NOOP",
     "ClientContext",
+    "CopyAudit",
     "LedgerHandle",
     "ReadHandle",
     "Writer",
     "answers",
+    "application_payload",
     "check_password",
     "classify_read",
     "closed_at",
@@ -160,6 +162,13 @@ def is_noop(metadata: LedgerMetadata, entry: Entry) -> bool:
     return metadata.unbounded and entry.payload == NOOP
 
 
+def application_payload(metadata: LedgerMetadata, entry: Entry) -> bytes | None:
+    """The application's bytes in a (checked) entry; None for a no-op, which has none."""
+    if is_noop(metadata, entry):
+        return None
+    return entry.payload[len(DATA) :] if metadata.unbounded else entry.payload
+
+
 def write_set_bookies(metadata: LedgerMetadata, entry_id: int) -> list[str]:
     """The bookies of the entry's write set, in write-set order, in the fragment holding it."""
     _, bookies = metadata.ensemble_at(entry_id)
@@ -200,6 +209,18 @@ async def answers(
     finally:
         for task in tasks:
             task.cancel()
+
+
+@dataclass
+class CopyAudit:
+    """What the copies of a closed ledger say. `lacking`: (entry, the bookies that said
+    "no such entry", the bookies whose answer said nothing) for each entry some bookie of
+    its write set lacks. `divergent`: (entry, bookie -> the application's bytes it holds,
+    None for a no-op) for each entry whose verified copies differ: a reader gets one or
+    the other depending on which bookie answers first."""
+
+    lacking: list[tuple[int, list[str], list[str]]] = field(default_factory=list)
+    divergent: list[tuple[int, dict[str, bytes | None]]] = field(default_factory=list)
 
 
 class ReadHandle:
@@ -244,10 +265,9 @@ class ReadHandle:
                     window.append(asyncio.ensure_future(self.read_entry(next_id)))
                     next_id += 1
                 entry = await window.pop(0)
-                if is_noop(metadata, entry):
-                    continue  # a term's end, recognised by its payload: not data
-                payload = entry.payload[len(DATA) :] if metadata.unbounded else entry.payload
-                yield entry.header.entry_id, payload
+                payload = application_payload(metadata, entry)
+                if payload is not None:  # None: a term's end, recognised by its payload
+                    yield entry.header.entry_id, payload
         finally:
             for task in window:
                 task.cancel()
@@ -398,42 +418,57 @@ class ReadHandle:
         # past the LAC onto entries recovery may still drop.
         return header.entry_id if bugs.enabled("read-beyond-lac") else header.lac
 
-    async def copies(self, entry_id: int) -> dict[str, ReadOutcome]:
+    async def copies(self, entry_id: int) -> dict[str, tuple[ReadOutcome, Entry | None]]:
         """Ask every bookie of the entry's write set for it, as a ledger checker does
-        (a read stops at the first copy): how each answer counts (`classify_read`)."""
+        (a read stops at the first copy): how each answer counts (`classify_read`), and
+        the verified entry of each positive one."""
         metadata = self.metadata
         requests = {
             bookie: ReadRequest(next_request_id(), wire_id(metadata), entry_id)
             for bookie in write_set_bookies(metadata, entry_id)
         }
-        found: dict[str, ReadOutcome] = {}
+        found: dict[str, tuple[ReadOutcome, Entry | None]] = {}
         async for bookie, response in answers(self._ctx, requests, self._ctx.read_timeout):
-            found[bookie], _ = classify_read(response, metadata, self._master_key, entry_id)
+            found[bookie] = classify_read(response, metadata, self._master_key, entry_id)
         return found
 
-    async def lacking_copies(self) -> list[tuple[int, list[str], list[str]]]:
-        """Every entry of this closed ledger that some bookie of its write set says it
-        does not have: (entry, those bookies, the bookies whose answer said nothing).
-        Entries with unknown answers are asked once more after AUDIT_RETRY_S, so a bookie
-        that was busy for a moment does not blur the figure."""
+    async def audit_copies(self) -> CopyAudit:
+        """Every copy of every entry of this closed ledger, asked of each bookie of its
+        write set (BookKeeper's ledger checker), and compared. Entries with unknown
+        answers are asked once more after AUDIT_RETRY_S, so a bookie that was busy for a
+        moment does not blur the figure."""
         if not self.metadata.closed:
             raise ValueError(f"ledger {self.id} is not closed: its copies are still changing")
         found = await self._copies_of(range(self.metadata.last_entry_id + 1))
-        unsure = [e for e, said in found.items() if ReadOutcome.UNKNOWN in said.values()]
+        unsure = [
+            e
+            for e, said in found.items()
+            if any(o is ReadOutcome.UNKNOWN for o, _ in said.values())
+        ]
         if unsure:
             await asyncio.sleep(AUDIT_RETRY_S)
             found.update(await self._copies_of(unsure))
-        lacking = []
+        audit = CopyAudit()
         for entry_id, said in sorted(found.items()):
-            missing = sorted(b for b, copy in said.items() if copy is ReadOutcome.NEGATIVE)
+            outcomes = {b: outcome for b, (outcome, _) in said.items()}
+            missing = sorted(b for b, o in outcomes.items() if o is ReadOutcome.NEGATIVE)
             if missing:
-                unknown = sorted(b for b, copy in said.items() if copy is ReadOutcome.UNKNOWN)
-                lacking.append((entry_id, missing, unknown))
-        return lacking
+                unknown = sorted(b for b, o in outcomes.items() if o is ReadOutcome.UNKNOWN)
+                audit.lacking.append((entry_id, missing, unknown))
+            held = {
+                b: application_payload(self.metadata, entry)
+                for b, (_, entry) in sorted(said.items())
+                if entry is not None
+            }
+            if len(set(held.values())) > 1:
+                audit.divergent.append((entry_id, held))
+        return audit
 
-    async def _copies_of(self, entry_ids: Iterable[int]) -> dict[int, dict[str, ReadOutcome]]:
+    async def _copies_of(
+        self, entry_ids: Iterable[int]
+    ) -> dict[int, dict[str, tuple[ReadOutcome, Entry | None]]]:
         """`copies` of many entries, READ_WINDOW of them at a time."""
-        found: dict[int, dict[str, ReadOutcome]] = {}
+        found: dict[int, dict[str, tuple[ReadOutcome, Entry | None]]] = {}
         ids = list(entry_ids)
         for start in range(0, len(ids), READ_WINDOW):
             batch = ids[start : start + READ_WINDOW]

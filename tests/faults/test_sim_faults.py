@@ -51,19 +51,19 @@ def test_every_workload_stays_valid_under_every_simulated_fault(
 
 KEEPING_DATA = {**SIM_RUN, "nemesis": [k for k in SIM_NEMESES if k != "corrupt"]}
 """Every simulated fault but corruption, which may destroy copies a correct build made:
-the audit of the closed ledgers' copies is judged (checkers/replication.py)."""
+the audit of the closed ledgers' copies is judged (checkers/replication.py): enough copies
+of every entry (not judged for unbounded ledgers), and none that differ."""
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
-def test_every_closed_ledger_keeps_its_ack_quorum_of_copies_in_the_simulation(
+def test_every_closed_ledger_keeps_its_copies_in_the_simulation(
     chaos: Chaos, workload: str
 ) -> None:
     run = chaos(**op_shares_for(workload, KEEPING_DATA), workload=workload, seed=1)
     replication = run.results["checkers"]["replication"]
     assert run.results["valid"] is True, run.summary()
     assert "not_judged" not in replication
-    audited = replication["audited_ledgers"]
-    assert audited == 0 if workload == "unbounded" else audited > 0  # unbounded: not audited
+    assert replication["audited_ledgers"] > 0
 
 
 @pytest.mark.chaos(

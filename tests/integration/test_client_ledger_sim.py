@@ -39,6 +39,8 @@ from bookie_image.protocol import (
     ReadRequest,
     ReadResponse,
     Status,
+    decode_entry,
+    encode_entry,
     peek_entry_header,
 )
 
@@ -548,8 +550,29 @@ async def test_bug_no_recovery_writeback(
             "last_entry": 1,
             "wq": 3,
             "aq": 2,
+            "unbounded": False,
             "lacking": [[1, [b2.id], [b3.id]]] if on else [],
+            "divergent": [],
         }
+
+
+async def test_the_audit_names_copies_that_differ(sim: Sim) -> None:
+    """A copy that verifies but holds another payload (what a bookie that kept an old
+    term's tail holds): a reader would get one or the other, so the audit lists them."""
+    async with sim.client() as bk:
+        lh = await bk.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2)
+        for payload in (b"0", b"1"):
+            await lh.append(payload)
+        await lh.close()
+        b1, b2, b3 = lh.metadata.ensembles[0][1]
+        (ledger,) = sim.bookies[b2].ledgers.values()
+        kept = decode_entry(ledger.entries[1], lh.metadata.digest, None).header
+        ledger.entries[1] = encode_entry(
+            kept.ledger, 1, kept.lac, kept.length, b"x", lh.metadata.digest, None
+        )
+        kind, audit, error = await _auditor(bk).run("audit", {"ledger": lh.id}, timeout=5)
+        assert kind == "ok", error
+        assert (audit["lacking"], audit["divergent"]) == ([], [[1, {b1: "1", b2: "x", b3: "1"}]])
 
 
 def _auditor(bk: BookKeeper) -> Executor:

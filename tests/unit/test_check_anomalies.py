@@ -290,12 +290,13 @@ def test_unknown_f_and_nemesis_ops_are_counted_not_judged() -> None:
     assert r["stats"]["ops"] == 10
 
 
-def audited(lacking: list[list[Any]], wq: int = 2, aq: int = 2) -> tuple[H, list[int]]:
+def audited(lacking: list[list[Any]], wq: int = 2, aq: int = 2, **more: Any) -> tuple[H, list[int]]:
     """Two acked entries of ledger 7, read closed, then an audit of its copies finding
-    `lacking` ([entry, bookies without it, bookies that said nothing])."""
+    `lacking` ([entry, bookies without it, bookies that said nothing]) and `more`
+    (`divergent` copies, `unbounded`)."""
     h = two_acked()
     h.read(1, 7, [(0, "p0"), (1, "p1")])
-    done = {"ledger": 7, "last_entry": 1, "wq": wq, "aq": aq, "lacking": lacking}
+    done = {"ledger": 7, "last_entry": 1, "wq": wq, "aq": aq, "lacking": lacking, **more}
     return h, h.call(2, "audit", {"ledger": 7}, done)
 
 
@@ -322,6 +323,24 @@ def test_only_more_missing_copies_than_wq_minus_aq_count(lacking: list, under: l
     r = h.check()
     found = [c["entry"] for c in r["anomalies"].get("under-replicated", [])]
     assert (found, r["valid"]) == (under, not under)
+
+
+def test_copies_that_differ_are_a_divergence() -> None:
+    held = {"b1:3181": "p1", "b2:3181": "stale", "b3:3181": None}
+    h, audit = audited([], wq=3, aq=2, divergent=[[1, held]], unbounded=True)
+    r = h.check()
+    assert (r["valid"], r["anomaly_types"]) == (False, ["divergence"])
+    (c,) = cases(r, "divergence")
+    assert (c["ledger"], c["entry"], c["copies"], c["ops"]) == (7, 1, held, audit)
+    assert "b2:3181 holds 'stale'; b3:3181 holds a no-op" in c["explanation"]
+
+
+def test_an_unbounded_ledgers_missing_copies_are_not_judged() -> None:
+    """Its terms truncate: which copies it must keep is not what the checker models."""
+    lacking = [[1, ["b1:3181", "b2:3181"], []]]
+    assert audited(lacking, wq=3, aq=2, unbounded=False)[0].check()["valid"] is False
+    r = audited(lacking, wq=3, aq=2, unbounded=True, divergent=[])[0].check()
+    assert (r["valid"], r["checkers"]["replication"]["audited_ledgers"]) == (True, 1)
 
 
 def test_copies_are_not_judged_after_faults_that_destroy_data() -> None:

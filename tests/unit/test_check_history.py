@@ -103,12 +103,20 @@ def test_malformed_value() -> None:
     assert "line 2: op 1 (append) has a malformed value" in _pairing_error(ops)
 
 
+AUDITED = {"ledger": 7, "last_entry": 1, "wq": 2, "aq": 2, "lacking": []}
+
+
 @pytest.mark.parametrize(
     "done",
     [
         {"ledger": 7, "last_entry": 1, "wq": 2, "aq": 2},  # no lacking
         {"ledger": 7, "last_entry": 1, "wq": "2", "aq": 2, "lacking": []},
         {"ledger": 7, "last_entry": 1, "wq": 2, "aq": 2, "lacking": [[1, "b1", []]]},
+        {**AUDITED, "divergent": {"1": {"b1": "p"}}},
+        {**AUDITED, "divergent": [[1, [["b1", "p"]]]]},
+        {**AUDITED, "divergent": [["1", {"b1": "p"}]]},
+        {**AUDITED, "divergent": [[1, {"b1": 7}]]},
+        {**AUDITED, "unbounded": "yes"},
     ],
 )
 def test_malformed_audit(done: dict) -> None:
