@@ -296,8 +296,8 @@ def _read(h: History, call: Call, kind: str) -> None:
 
 def _audit(h: History, call: Call) -> None:
     """An ok audit: a ledger, its last entry, WQ and AQ, [entry, missing, unknown]s, and
-    (audits since the copies are compared) [entry, {bookie: payload or null}]s and whether
-    the ledger is unbounded."""
+    [entry, {bookie: payload or null}]s and whether the ledger is unbounded (both absent
+    from histories recorded before the audit compared copies)."""
     done = call.done.value
     if done.ledger is None:
         raise KeyError("ledger")
