@@ -274,16 +274,18 @@ async def test_clock_bump_moves_the_containers_bookie_clock_and_reset_restores_i
     nemesis = ClockNemesis(cluster, seed=2)
     bump = {"f": "clock-bump", "value": {"nodes": ["b1", "b2", "b3"], "delta_s": 3600}}
     proof = (await nemesis.invoke(bump))["proof"]
-    assert all(abs(proof[n]["observed_offset_s"] - 3600) < 1 for n in ("b1", "b2", "b3"))
+    # The nemesis proves each offset within half its probe's round trip; a docker exec on
+    # a loaded machine can take seconds, so these bounds only tell 3600 s from none.
+    assert all(abs(proof[n]["observed_offset_s"] - 3600) < 10 for n in ("b1", "b2", "b3"))
     assert proof["b1"]["libfaketime_mapped"]
     assert proof["b1"]["offset_file"] == "/etc/bkchaos/faketime"
-    assert abs(await asyncio.to_thread(_clock_lead, cluster, "b2") - 3600) < 2
+    assert abs(await asyncio.to_thread(_clock_lead, cluster, "b2") - 3600) < 10
     await asyncio.to_thread(cluster.kill, "b2")
     await asyncio.to_thread(cluster.start, "b2")  # the offset file outlives the process
-    assert abs(await asyncio.to_thread(_clock_lead, cluster, "b2") - 3600) < 2
+    assert abs(await asyncio.to_thread(_clock_lead, cluster, "b2") - 3600) < 10
     [healed] = await nemesis.heal()
-    assert all(abs(p["observed_offset_s"]) < 1 for p in healed["proof"].values())
-    assert abs(await asyncio.to_thread(_clock_lead, cluster, "b2")) < 2
+    assert all(abs(p["observed_offset_s"]) < 10 for p in healed["proof"].values())
+    assert abs(await asyncio.to_thread(_clock_lead, cluster, "b2")) < 10
 
 
 async def test_without_net_admin_partitions_isolate_by_disconnecting(
