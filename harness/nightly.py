@@ -20,7 +20,6 @@ import itertools
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import time
@@ -28,11 +27,13 @@ import tomllib
 import traceback
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.command_line import SPEC_FIELDS, replay_command
 from harness.errors import UserError
+from harness.store import store_name
 from harness.testspec import TestSpec
 
 RUN_OVERHEAD_S = 20.0
@@ -42,7 +43,6 @@ MAX_CONSECUTIVE_CRASHES = 3
 OWNED_BY_MATRIX = frozenset(
     {"name", "seed", "store", "time_limit", "workload", "nemesis", "bugs", "schedule", "argv"}
 )
-SPEC_FIELDS = frozenset(f.name for f in fields(TestSpec)) - {"argv"}
 SPEC_SETTINGS = SPEC_FIELDS - OWNED_BY_MATRIX
 TOP_LEVEL = frozenset(
     {"budget", "run_length", "store", "workloads", "nemeses", "bugs", "defaults", "configs"}
@@ -377,36 +377,6 @@ def final_exit_code(summary: dict[str, Any]) -> int:
     if summary["exit_code"] == 0 and summary.get("analysis", {}).get("status") == "failed":
         return EXIT_CRASHED
     return summary["exit_code"]
-
-
-def replay_command(spec: TestSpec, run_dir: Path | None) -> str:
-    """The `bkchaos test` command line that repeats `spec` (its schedule from test.json)."""
-    from harness.cli.test import test
-
-    args = ["bkchaos", "test"]
-    for param in test.params:
-        if param.name not in SPEC_FIELDS:
-            continue
-        value = getattr(spec, param.name)
-        flag = param.opts[0]
-        if param.name == "schedule":
-            if value:
-                args += [flag, str(Path(run_dir or ".") / "test.json")]
-        elif isinstance(value, tuple):
-            if getattr(param, "multiple", False):
-                args += [a for v in value for a in (flag, v)]
-            elif value:
-                args += [flag, ",".join(value)]
-        elif getattr(param, "is_flag", False):
-            args += [flag] if value else []
-        elif value not in (None, "" if param.default is None else param.default):  # not given
-            args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
-    return shlex.join(args)  # a grudge's JSON or a --packet with spaces stays one word
-
-
-def store_name(text: str) -> str:
-    """A directory-safe name for the store (test names with parameters, cell ids)."""
-    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_") or "chaos"
 
 
 # ---- the summary page ------------------------------------------------------------------

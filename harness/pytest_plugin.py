@@ -31,15 +31,18 @@ import signal
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from harness.command_line import SPEC_FIELDS, replay_command
 from harness.errors import UserError
-from harness.nightly import SPEC_FIELDS, replay_command, store_name
-from harness.runtime.local import LocalCluster
+from harness.store import store_name
 from harness.testspec import RUNTIMES, TestSpec
 from harness.verdict import reasons
+
+if TYPE_CHECKING:  # the local runtime (kazoo) loads only when a test asks for a cluster
+    from harness.runtime.local import LocalCluster
 
 SEED_KEY = pytest.StashKey[int]()
 RUNS_KEY = pytest.StashKey[list["ChaosRun"]]()
@@ -221,6 +224,8 @@ def bk_cluster(
     runtime = request.config.getoption("bkchaos_runtime")
     if runtime != "local":
         pytest.fail(f"bk_cluster supports the local runtime only, not {runtime!r}", pytrace=False)
+    from harness.runtime.local import LocalCluster
+
     cluster = LocalCluster(tmp_path_factory.mktemp("bk_cluster"), bookie_count=3, client_count=2)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:

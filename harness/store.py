@@ -8,6 +8,7 @@ newest run so people (and `bkchaos check store/latest`) find it without looking.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -52,3 +53,8 @@ def collect_logs(nodes_dir: Path, run_dir: Path) -> None:
         dest = run_dir / "logs" / log.parent.name
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy2(log, dest / log.name)
+
+
+def store_name(text: str) -> str:
+    """A directory-safe name for the store (test names with parameters, cell ids)."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_") or "chaos"

@@ -3,7 +3,8 @@
 Exit codes follow shared/spec/history.md §5: 0 valid, 1 invalid, 2 unknown,
 254 bad arguments or environment, 255 the harness itself crashed. Click's own usage
 errors (exit 2 by default) are remapped to 254 so that 2 always means "unknown".
-Each subcommand lives in its own module and is registered here.
+Each subcommand lives in its own module, registered here by name and imported only when
+it runs, so `bkchaos --help` and `bkchaos check` stay light (no docker, Spark, kazoo).
 """
 
 from __future__ import annotations
@@ -13,63 +14,52 @@ import traceback
 
 import click
 
+from harness.cli.lazy import LazyGroup
 from harness.errors import UserError
 
 BAD_INPUT = 254
 HARNESS_CRASH = 255
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="bkchaos")
 def cli() -> None:
     """bkchaos: Jepsen-style fault injection for BookKeeper-style replicated logs."""
 
 
-@cli.group()
+@cli.group(cls=LazyGroup)
 def bench() -> None:
     """Benchmarks that print their figures (recorded in docs/performance.md)."""
 
 
-def _register() -> None:
-    from harness.cli import (
-        analyze,
-        bookie,
-        check,
-        cluster,
-        demo,
-        detect,
-        gc,
-        image,
-        nightly,
-        report,
-        search,
-        sim,
-        test,
-        test_all,
-    )
+LAZY_COMMANDS: dict[str, str] = {
+    "analyze": "harness.cli.analyze:analyze",
+    "bookie": "harness.cli.bookie:bookie",
+    "check": "harness.cli.check:check",
+    "cluster": "harness.cli.cluster:cluster",
+    "demo": "harness.cli.demo:demo",
+    "gc": "harness.cli.gc:gc",
+    "image": "harness.cli.image:image",
+    "nightly": "harness.cli.nightly:nightly",
+    "report": "harness.cli.report:report",
+    "search": "harness.cli.search:search",
+    "serve": "harness.cli.report:serve",
+    "test": "harness.cli.test:test",
+    "test-all": "harness.cli.test_all:test_all",
+}
+"""Subcommand -> the `module:attribute` that defines it, imported only when it runs."""
 
-    cli.add_command(analyze.analyze)
-    bench.add_command(analyze.bench_analyze)
-    cli.add_command(bookie.bookie)
-    cli.add_command(check.check)
-    cli.add_command(cluster.cluster)
-    cli.add_command(demo.demo)
-    cli.add_command(gc.gc)
-    cli.add_command(image.image)
-    cli.add_command(nightly.nightly)
-    cli.add_command(test.test)
-    cli.add_command(report.report)
-    cli.add_command(report.serve)
-    bench.add_command(bookie.bench_bookie)
-    bench.add_command(check.bench_checker)
-    bench.add_command(detect.bench_detect)
-    cli.add_command(test_all.test_all)
-    bench.add_command(test_all.bench_harness)
-    cli.add_command(search.search)
-    bench.add_command(sim.bench_sim)
+LAZY_BENCHES: dict[str, str] = {
+    "analyze": "harness.cli.analyze:bench_analyze",
+    "bookie": "harness.cli.bookie:bench_bookie",
+    "checker": "harness.cli.check:bench_checker",
+    "detect": "harness.cli.detect:bench_detect",
+    "harness": "harness.cli.test_all:bench_harness",
+    "sim": "harness.cli.sim:bench_sim",
+}
 
-
-_register()
+cli.lazy_commands.update(LAZY_COMMANDS)
+bench.lazy_commands.update(LAZY_BENCHES)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -128,7 +128,7 @@ def search(
     as_json: bool,
 ) -> int:
     """Search simulated fault schedules for an invalid history; shrink and store it."""
-    from harness.nightly import replay_command
+    from harness.command_line import replay_command
     from harness.report import try_write_report
     from harness.runtime.sim import SimSpec, run_sim
     from harness.sim.search import search as run_search

@@ -175,16 +175,12 @@ def load_run(run_dir: Path) -> Run:
     return Run(run_dir, test, results, pair(ops, history_path), ops[-1].time if ops else 0)
 
 
-_FLAGS = {"write_quorum": "--wq", "ack_quorum": "--aq"}
-_NOT_FLAGS = ("runtime", "argv", "seed")
-
-
 def reproduce_command(test: dict[str, Any], run_dir: Path | None = None) -> str:
     """The command that re-runs exactly this run: its argv, pinned to this run's seed.
 
     `--test-count` is dropped because each run of a batch has its own seed; a test built
-    by the pytest plugin or the nightly driver (no argv) gets its flags from test.json,
-    and its fault schedule, which has no flag of its own, by `--schedule RUN_DIR/test.json`.
+    by the pytest plugin or the nightly driver (no argv) gets its flags from test.json
+    (harness.command_line, the builder every replay command comes from).
     """
     if not test:
         return ""
@@ -201,19 +197,10 @@ def reproduce_command(test: dict[str, Any], run_dir: Path | None = None) -> str:
             elif not arg.startswith(("--seed=", "--test-count=")):
                 args.append(arg)
         return shlex.join(["bkchaos", *args, "--seed", seed])
-    args = ["bkchaos", "test", "--runtime", str(test.get("runtime", "local"))]
-    for key, value in test.items():
-        if key in _NOT_FLAGS or value in ((), [], None) or "{" in json.dumps(value):
-            continue  # structured values (schedules) have no flag; argv would have them
-        flag = _FLAGS.get(key, "--" + key.replace("_", "-"))
-        if key == "bugs":
-            args += [a for bug in value for a in ("--bug", bug)]
-        elif isinstance(value, bool):
-            args += [flag] if value else []
-        elif isinstance(value, list):
-            args += [flag, ",".join(map(str, value))]
-        else:
-            args += [flag, str(value)]
-    if test.get("schedule"):
-        args += ["--schedule", str(Path(run_dir or ".") / "test.json")]
-    return shlex.join([*args, "--seed", seed])
+    from harness.command_line import replay_command, spec_from_test_json
+
+    try:
+        spec = spec_from_test_json({**test, "seed": int(seed)})
+    except (UserError, TypeError, ValueError):
+        return ""  # settings no `bkchaos test` accepts (a hand-made test.json) replay nothing
+    return replay_command(spec, run_dir)

@@ -27,7 +27,7 @@ import pytest
 
 import checkers
 from harness.bench.detect import BASE, exposing_spec
-from harness.nightly import replay_command
+from harness.command_line import replay_command
 from tests.integration.test_docker_runtime import client, image, labelled, source_snapshot
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from harness.cli import test as test_cli
-from harness.nightly import replay_command
+from harness.command_line import replay_command
 from harness.testspec import TestSpec
 
 
