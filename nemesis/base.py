@@ -9,7 +9,16 @@ it never passes silently.
 
 from __future__ import annotations
 
+import hashlib
+import random
 from typing import Any, Protocol
+
+
+def stream(seed: int, name: str) -> random.Random:
+    """The random stream named `name` of a test's seed: nemeses built with the same seed
+    draw independent numbers (one stream each), and a seed still replays every one."""
+    digest = hashlib.blake2b(f"{seed}/{name}".encode(), digest_size=8).digest()
+    return random.Random(int.from_bytes(digest, "big"))
 
 
 class FaultNotProven(Exception):

@@ -18,14 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import random
 import shlex
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from harness.runtime.base import faketime_env
-from nemesis.base import FaultNotProven
+from nemesis.base import FaultNotProven, stream
 from nemesis.process import ProcessRuntime
 
 MAX_SKEW_S = 60.0
@@ -62,7 +61,7 @@ class ClockNemesis:
 
     def __init__(self, runtime: ClockRuntime, seed: int = 0) -> None:
         self.runtime = runtime
-        self.rng = random.Random(seed)
+        self.rng = stream(seed, "clock")
         self.skewed: set[str] = set()
         self.strobes: dict[str, asyncio.Task[None]] = {}
         self.writes: dict[str, asyncio.Future[None]] = {}

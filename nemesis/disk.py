@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import shlex
 import time
 from typing import Any, Protocol
 
-from nemesis.base import FaultNotProven
+from nemesis.base import FaultNotProven, stream
 from nemesis.nodeops import TARGETS, NodeRuntime, on_node
 from nemesis.process import ProcessRuntime
 
@@ -249,7 +248,7 @@ class CorruptNemesis:
 
     def __init__(self, runtime: DiskRuntime, seed: int = 0) -> None:
         self.runtime = runtime
-        self.rng = random.Random(seed)
+        self.rng = stream(seed, "corrupt")
         self.damaged: set[str] = set()
         self.down: set[str] = set()  # killed by a `tail` corruption, waiting for a restart
 

@@ -21,10 +21,9 @@ node from a peer before and after.
 from __future__ import annotations
 
 import asyncio
-import random
 from typing import Any, Protocol
 
-from nemesis.base import FaultNotProven
+from nemesis.base import FaultNotProven, stream
 from nemesis.grudge import Grudge, grudge
 from nemesis.nodeops import NodeRuntime, on_node
 
@@ -112,7 +111,7 @@ class PartitionNemesis:
 
     def __init__(self, runtime: NetRuntime, seed: int = 0) -> None:
         self.runtime = runtime
-        self.rng = random.Random(seed)
+        self.rng = stream(seed, "partition")
         self.touched: set[str] = set()
         self.disconnected: set[str] = set()
 
