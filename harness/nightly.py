@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import importlib.util
 import itertools
 import json
 import os
@@ -351,7 +352,10 @@ def previous_summary(store: Path, night: dt.date) -> dict[str, Any] | None:
 
 
 def run_analysis(store: Path) -> dict[str, Any]:
-    """`bkchaos analyze STORE` (the Spark pipeline), in a process of its own."""
+    """`bkchaos analyze STORE` (the Spark pipeline), in a process of its own; skipped, and
+    said so on the night's page, where the `spark` extra is not installed."""
+    if importlib.util.find_spec("pyspark") is None:
+        return {"status": "skipped", "output": "no Spark: pip install 'bkchaos[spark]'"}
     done = subprocess.run(
         [sys.executable, "-c", "from harness.cli import main; main()", "analyze", str(store)],
         capture_output=True,

@@ -28,7 +28,7 @@ def _spark() -> Any:
         from checkers import spark
     except ImportError as exc:
         raise UserError(
-            f"bkchaos analyze needs pyspark ({exc}): .venv/bin/pip install pyspark"
+            f"bkchaos analyze needs Spark ({exc}): pip install 'bkchaos[spark]'"
         ) from exc
     return spark
 
