@@ -34,6 +34,7 @@ from typing import Any
 
 from harness.command_line import SPEC_FIELDS, replay_command
 from harness.errors import UserError
+from harness.signals import sigterm_as_interrupt
 from harness.store import store_name
 from harness.testspec import TestSpec
 
@@ -202,7 +203,7 @@ def run_nightly(
     on_run: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run the matrix within the budget and return the night's summary (no analysis yet)."""
-    from harness.runner import _sigterm_as_interrupt, run_test
+    from harness.runner import run_test
 
     budget_s = matrix.budget_s if budget_s is None else budget_s
     if budget_s < matrix.run_length_s + RUN_OVERHEAD_S:
@@ -214,7 +215,7 @@ def run_nightly(
     overhead = RUN_OVERHEAD_S
     runs: list[dict[str, Any]] = []
     interrupted = False
-    with _sigterm_as_interrupt():  # a stopped service still writes its summary
+    with sigterm_as_interrupt():  # a stopped service still writes its summary
         for cell, round_, seed in plan(matrix.cells, night):
             if time.monotonic() - started + matrix.run_length_s + overhead > budget_s:
                 break

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -37,6 +36,7 @@ import pytest
 
 from harness.command_line import SPEC_FIELDS, replay_command
 from harness.errors import UserError
+from harness.signals import sigterm_as_interrupt
 from harness.store import store_name
 from harness.testspec import RUNTIMES, TestSpec
 from harness.verdict import reasons
@@ -227,16 +227,11 @@ def bk_cluster(
     from harness.runtime.local import LocalCluster
 
     cluster = LocalCluster(tmp_path_factory.mktemp("bk_cluster"), bookie_count=3, client_count=2)
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield cluster.up()
-    finally:
-        cluster.down()
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    with sigterm_as_interrupt():
+        try:
+            yield cluster.up()
+        finally:
+            cluster.down()
 
 
 @pytest.fixture(autouse=True)

@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from harness.history import HistoryWriter
 from harness.report import try_write_report
 from harness.runtime import make_cluster
 from harness.runtime.local import LocalCluster
+from harness.signals import sigterm_as_interrupt
 from harness.store import collect_logs, link_latest, new_run_dir
 from harness.testspec import TestSpec, parsed_grudge
 from nemesis.base import Composed, FaultNotProven
@@ -53,20 +52,6 @@ WORKLOADS: dict[str, Callable[[TestSpec], Workload]] = {
 
 def exit_code(results: dict[str, Any]) -> int:
     return EXIT_CODES[results["valid"]]
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C, so a killed controller still heals and tears down."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _wait_until_serving(cluster: LocalCluster) -> Callable[[], None]:
@@ -190,7 +175,7 @@ def run_test(
     history_path = run_dir / "history.jsonl"
     counters = RunCounters()
     interrupted = False
-    with _sigterm_as_interrupt(), HistoryWriter(history_path) as history:
+    with sigterm_as_interrupt(), HistoryWriter(history_path) as history:
         try:
             cluster.up()
             schedule = _cluster_schedule(spec, cluster)
