@@ -12,6 +12,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import click
+
 from harness.testspec import TestSpec
 
 __all__ = ["SPEC_FIELDS", "replay_command", "spec_from_test_json"]
@@ -27,10 +29,8 @@ def replay_command(spec: TestSpec, run_dir: Path | None = None) -> str:
     """The `bkchaos test` command that repeats `spec`: the settings it does not leave at
     their defaults, in `--help` order; a fault schedule, which has no flag of its own, by
     `--schedule RUN_DIR/test.json`."""
-    from harness.cli.test import test
-
     args = ["bkchaos", "test"]
-    for param in test.params:
+    for param in _test_command().params:
         if param.name not in SPEC_FIELDS - _NOT_REPLAYED:
             continue
         value = getattr(spec, param.name)
@@ -48,6 +48,15 @@ def replay_command(spec: TestSpec, run_dir: Path | None = None) -> str:
         elif value not in (None, "" if param.default is None else param.default):  # not given
             args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     return shlex.join(args)  # a grudge's JSON or a --packet with spaces stays one word
+
+
+def _test_command() -> click.Command:
+    """`bkchaos test` itself, looked up by name as the CLI runs it (loaded on first use)."""
+    from harness.cli import cli
+
+    command = cli.get_command(click.Context(cli), "test")
+    assert command is not None, "the CLI registers `bkchaos test`"
+    return command
 
 
 def spec_from_test_json(test: dict[str, Any]) -> TestSpec:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from core.generator import Context, Generator, Pending, Workload, clients, interleave, nemesis
+from core.history import HistoryWriter
 from harness.agent_client import AgentConnection
-from harness.generator import Context, Generator, Pending, clients, interleave, nemesis
-from harness.history import HistoryWriter
 from nemesis.base import Nemesis
 
 IDLE_POLL_S = 0.01
@@ -37,14 +37,6 @@ def _wake(sleeper: asyncio.Future[None]) -> None:
     finishing worker may both fire in one loop iteration, before it cancels the timer."""
     if not sleeper.done():
         sleeper.set_result(None)
-
-
-class Workload(Protocol):
-    def generator(self) -> Generator: ...
-    def observe(
-        self, process: int, op: dict[str, Any], kind: str, value: Any, error: str | None
-    ) -> None: ...
-    def final_ops(self) -> Iterable[dict[str, Any]]: ...
 
 
 @dataclass

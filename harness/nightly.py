@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.signals import sigterm_as_interrupt
 from harness.command_line import SPEC_FIELDS, replay_command
 from harness.errors import UserError
-from harness.signals import sigterm_as_interrupt
 from harness.store import store_name
 from harness.testspec import TestSpec
 

@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from core.signals import sigterm_as_interrupt
+from core.verdict import reasons
 from harness.command_line import SPEC_FIELDS, replay_command
 from harness.errors import UserError
-from harness.signals import sigterm_as_interrupt
 from harness.store import store_name
 from harness.testspec import RUNTIMES, TestSpec
-from harness.verdict import reasons
 
 if TYPE_CHECKING:  # the local runtime (kazoo) loads only when a test asks for a cluster
     from harness.runtime.local import LocalCluster

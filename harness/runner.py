@@ -15,15 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import checkers
 from bookie_image.client.metadata import LedgerMetadata
-from harness.controller import Controller, RunCounters, Workload
-from harness.generator import Generator
-from harness.history import HistoryWriter
+from core.generator import Generator
+from core.history import HistoryWriter
+from core.signals import sigterm_as_interrupt
+from core.verdict import check_run
+from harness.controller import Controller, RunCounters
 from harness.report import try_write_report
 from harness.runtime import make_cluster
 from harness.runtime.local import LocalCluster
-from harness.signals import sigterm_as_interrupt
 from harness.store import collect_logs, link_latest, new_run_dir
 from harness.testspec import TestSpec, parsed_grudge
 from nemesis.base import Composed, FaultNotProven
@@ -33,21 +33,10 @@ from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
 from nemesis.net import PacketNemesis, PartitionNemesis, parsed_packet
 from nemesis.process import KillNemesis, PauseNemesis
 from nemesis.schedule import FaultCycle, ScheduleReplay, Targets
-from workloads.ledger import LedgerWorkload
-from workloads.log import LogWorkload
-from workloads.recovery_race import RecoveryRaceWorkload
-from workloads.tail import TailWorkload
-from workloads.unbounded import UnboundedWorkload
+from workloads import WORKLOADS
 
 CLUSTER_READY_TIMEOUT_S = 60.0
 EXIT_CODES = {True: 0, False: 1, "unknown": 2}
-WORKLOADS: dict[str, Callable[[TestSpec], Workload]] = {
-    "ledger": LedgerWorkload.from_spec,
-    "log": LogWorkload.from_spec,
-    "unbounded": UnboundedWorkload.from_spec,
-    "tail": TailWorkload.from_spec,
-    "recovery-race": RecoveryRaceWorkload.from_spec,
-}
 
 
 def exit_code(results: dict[str, Any]) -> int:
@@ -80,7 +69,7 @@ def _wait_until_serving(cluster: LocalCluster) -> Callable[[], None]:
 
 def _nemesis(cluster: Any, seed: int) -> Composed:
     """Every nemesis; a kind the runtime cannot inject never gets here, as the spec's
-    validation refuses it (testspec.RUNTIME_NEMESES). They heal in this order: the network
+    validation refuses it (nemesis.kinds). They heal in this order: the network
     first, so that a bookie restarted by a later heal (power-on, restore) reaches ZooKeeper
     instead of giving up on it while a partition still stands."""
     return Composed(
@@ -145,23 +134,6 @@ def writer_bookies(cluster: Any) -> tuple[str, ...]:
     return tuple(sorted(cluster.node(bookie).name for bookie in bookies))
 
 
-def _nemesis_result(counters: RunCounters) -> dict[str, Any]:
-    """Faults that could not be proven make the run's verdict unknown, never a silent pass."""
-    return {
-        "valid": "unknown" if counters.fault_errors else True,
-        "faults": len(counters.faults),
-        "errors": counters.fault_errors,
-    }
-
-
-def check_run(history_path: Path, counters: RunCounters) -> dict[str, Any]:
-    results = checkers.check(history_path)
-    nemesis = _nemesis_result(counters)
-    results["checkers"]["nemesis"] = nemesis
-    results["valid"] = checkers.merge_valid([results["valid"], nemesis["valid"]])
-    return results
-
-
 def run_test(
     spec: TestSpec, on_progress: Callable[[RunCounters, float], None] | None = None
 ) -> tuple[Path, dict[str, Any]]:
@@ -213,7 +185,7 @@ def _run_simulated(spec: TestSpec, run_dir: Path) -> dict[str, Any]:
     """`spec` inside the deterministic simulation (harness/runtime/sim.py): the same
     workload, fault schedule and checkers, in virtual time; the results, stored as a real
     run's are (results.json, report, `latest`)."""
-    from harness.runtime.sim import SimSpec, run_sim  # it imports this module's check_run
+    from harness.runtime.sim import SimSpec, run_sim
 
     sim = SimSpec(**{name: getattr(spec, name) for name in SIM_SETTINGS})
     pool = tuple(spec.client_names() if spec.targets == "client" else spec.bookie_names())

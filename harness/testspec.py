@@ -10,39 +10,28 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+import workloads as workload_registry
 from bookie_image import bugs
 from harness.errors import UserError
 from nemesis.disk import CORRUPT_MODES
 from nemesis.grudge import NAMES as GRUDGE_NAMES
+from nemesis.kinds import (
+    NEMESES,
+    NETWORK_NEMESES,
+    OPT_IN_NEMESES,
+    ROLE_TARGET_KINDS,
+    RUNTIME_NEMESES,
+    SIM_CLIENT_TARGET_KINDS,
+)
 from nemesis.net import packet_destinations, parsed_packet
 from nemesis.schedule import check_steps, schedule_kinds
 
-WORKLOADS = ("ledger", "log", "unbounded", "tail", "recovery-race")
-"""Kept in step with harness.runner.WORKLOADS (the factories) by a unit test."""
+WORKLOADS = tuple(workload_registry.WORKLOADS)
+"""The workloads' names (workloads/__init__.py declares each with its factory)."""
 PIPELINED_WORKLOADS = ("ledger", "log", "unbounded")
 """The workloads whose writers `--pipeline` gives co-writers."""
-NEMESES = ("kill", "pause", "wipe", "power-loss", "corrupt", "clock", "clock-strobe")
-"""Faults a correct build survives without anomalies: the pool schedules are drawn from."""
-OPT_IN_NEMESES = ("wipe-reset",)
-"""Operator errors that really lose acknowledged data: expected to cause anomalies."""
-NETWORK_NEMESES = ("partition", "packet")
-"""iptables / tc inside the nodes: they need containers (docs/nemeses.md)."""
-SIM_NEMESES = (
-    *("power-loss", "kill", "pause", "partition", "clock", "corrupt", "wipe", "packet"),
-    "clock-strobe",
-)
-"""What the simulation performs (harness/sim/nemesis.py), and what its seeded schedules
-and its search draw from. The order matters to the search: Hypothesis shrinks toward the
-first kinds."""
 SIM_CORRUPT_MODES = ("flip", "tail")
 """The `--corruption` modes the simulation performs (not `truncate` anywhere)."""
-RUNTIME_NEMESES = {
-    "local": (*NEMESES, *OPT_IN_NEMESES),
-    "docker": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),
-    "ssh": (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES),
-    "sim": SIM_NEMESES,
-}
-"""What each runtime can inject; anything else is refused before the run starts."""
 RUNTIMES = tuple(RUNTIME_NEMESES)
 MAX_ENTRY_SIZE = 1 << 20
 MAX_OP_SHARE = 0.5
@@ -55,10 +44,6 @@ NEMESIS_ORDERS = ("shuffled", "nested")
 TARGETS = ("one", "minority", "writer", "zk", "client")
 """`--targets`: bookies (one, a minority, or every bookie of the ensemble the newest open
 ledger is being written to) or another role's nodes."""
-ROLE_TARGET_KINDS = ("kill", "pause", "partition", "clock", "clock-strobe", "packet")
-"""The faults that apply to ZooKeeper and client agents (the rest act on bookie disks)."""
-SIM_CLIENT_TARGET_KINDS = ("packet",)
-"""What the simulation does to a client agent (it shapes a simulated node's egress)."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Clock faults through libfaketime: bump (± seconds), strobe (flip between offsets), reset.
 
 The runtime starts each process with Debian's libfaketime preloaded and its own offset
-file (`clock_file(node)`; see harness.runtime.base.faketime_env), re-read on every clock
+file (`clock_file(node)`; see bookie_image.image.faketime), re-read on every clock
 call, so rewriting the file moves a running process's wall clock at once — no restart.
 The monotonic clock is not faked (real skew never moves it).
 
@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from harness.runtime.base import faketime_env
+from bookie_image.image.faketime import faketime_env
 from nemesis.base import FaultNotProven, stream
 from nemesis.process import ProcessRuntime
 

@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
+from core.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
 from nemesis.schedule import START_STOP, Targets, _op, check_kinds_and_nodes
 
 CLUSTER_WIDE = ("partition", "packet")

@@ -15,22 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
+from core.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
+from nemesis.kinds import START_STOP
 from nemesis.net import netem_params, packet_destinations
-
-START_STOP = {
-    "kill": ("kill", "restart"),
-    "pause": ("pause", "resume"),
-    "wipe": ("wipe", "restore"),
-    "wipe-reset": ("wipe-reset", "rejoin"),
-    "power-loss": ("power-loss", "power-on"),
-    "corrupt": ("corrupt", "corrupt-restart"),
-    "clock": ("clock-bump", "clock-reset"),
-    "clock-strobe": ("clock-strobe", "clock-strobe-stop"),
-    "partition": ("start-partition", "stop-partition"),
-    "packet": ("start-packet", "stop-packet"),
-}
-"""Each fault kind's start and stop op (nemesis/*.py; docs/nemeses.md)."""
 
 
 def check_kinds_and_nodes(kinds: tuple[str, ...], nodes: tuple[str, ...]) -> None:

@@ -16,8 +16,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from harness.testspec import NEMESES
-from nemesis.schedule import START_STOP
+from nemesis.kinds import NEMESES, START_STOP
 
 __all__ = ["AVAILABLE_KINDS", "fault_schedules"]
 

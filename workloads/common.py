@@ -12,14 +12,29 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from harness.generator import Context, Generator, Repeat
-
-if TYPE_CHECKING:
-    from harness.testspec import TestSpec
+from core.generator import Context, Generator, Repeat
 
 Op = dict[str, Any]
+
+
+class WorkloadSettings(Protocol):
+    """The test settings a workload is built from (a harness TestSpec has them all)."""
+
+    ensemble: int
+    write_quorum: int
+    ack_quorum: int
+    digest: str
+    id_bits: int
+    entry_size: int
+    guaranteed_write_quorum: bool
+    concurrency: int
+    pipeline: int
+    clients: int
+    takeovers: float | None
+    writer_crashes: float
+
 
 ALL_CHECKERS = ("ledger", "stream", "graph", "replication", "stats", "perf")
 SCOPES = 3
@@ -44,7 +59,7 @@ class LedgerConfig:
     guaranteed_write_quorum: bool = False
 
     @classmethod
-    def from_spec(cls, spec: TestSpec) -> LedgerConfig:
+    def from_spec(cls, spec: WorkloadSettings) -> LedgerConfig:
         return cls(
             spec.ensemble,
             spec.write_quorum,
@@ -116,7 +131,7 @@ class BaseWorkload:
         self.payloads.size = self.config.entry_size
 
     @classmethod
-    def from_spec(cls, spec: TestSpec) -> BaseWorkload:
+    def from_spec(cls, spec: WorkloadSettings) -> BaseWorkload:
         return cls(
             config=LedgerConfig.from_spec(spec),
             concurrency=spec.concurrency,
@@ -126,7 +141,7 @@ class BaseWorkload:
         )
 
     @classmethod
-    def own_settings(cls, spec: TestSpec) -> dict[str, Any]:
+    def own_settings(cls, spec: WorkloadSettings) -> dict[str, Any]:
         """The fields only this kind of workload has, as the spec sets them (none here)."""
         return {}
 

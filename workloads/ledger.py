@@ -28,13 +28,10 @@ per-ledger checkers then apply.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from harness.generator import PENDING, Context
-from workloads.common import LOST_WRITER_ERRORS, BaseWorkload
-
-if TYPE_CHECKING:
-    from harness.testspec import TestSpec
+from core.generator import PENDING, Context
+from workloads.common import LOST_WRITER_ERRORS, BaseWorkload, WorkloadSettings
 
 
 @dataclass
@@ -50,7 +47,7 @@ class LedgerWorkload(BaseWorkload):
     """Ledgers whose writer crashed, left open: takeovers recover these first, oldest first."""
 
     @classmethod
-    def own_settings(cls, spec: TestSpec) -> dict[str, Any]:
+    def own_settings(cls, spec: WorkloadSettings) -> dict[str, Any]:
         taken = {} if spec.takeovers is None else {"recover_fraction": spec.takeovers}
         return {"crash_fraction": spec.writer_crashes, **taken}
 

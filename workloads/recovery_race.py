@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.generator import PENDING, Context
+from core.generator import PENDING, Context
 from workloads.common import LOST_WRITER_ERRORS, BaseWorkload, Op
 
 

@@ -17,13 +17,10 @@ the dirty entries a takeover's truncating no-op must clear (reference 000).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from harness.generator import PENDING, Context
-from workloads.common import BaseWorkload, Op
-
-if TYPE_CHECKING:
-    from harness.testspec import TestSpec
+from core.generator import PENDING, Context
+from workloads.common import BaseWorkload, Op, WorkloadSettings
 
 
 @dataclass
@@ -59,7 +56,7 @@ class StreamWorkload(BaseWorkload):
     """Per op of a process without a stream: chance it takes one over from its writer."""
 
     @classmethod
-    def own_settings(cls, spec: TestSpec) -> dict[str, Any]:
+    def own_settings(cls, spec: WorkloadSettings) -> dict[str, Any]:
         return {} if spec.takeovers is None else {"takeover_fraction": spec.takeovers}
 
     def __post_init__(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.generator import PENDING, Context
+from core.generator import PENDING, Context
 from workloads.common import BaseWorkload, Op
 
 LONG_POLL_MS = 500

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.generator import Context
+from core.generator import Context
 from workloads.common import Op
 from workloads.streams import Stream, StreamWorkload
 

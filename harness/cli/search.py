@@ -16,7 +16,8 @@ import click
 
 from bookie_image import bugs as seeded_bugs
 from harness.errors import UserError
-from harness.testspec import SIM_NEMESES, WORKLOADS
+from harness.testspec import WORKLOADS
+from nemesis.kinds import SIM_NEMESES
 
 if TYPE_CHECKING:
     from harness.runtime.sim import SimSpec

@@ -12,13 +12,14 @@ import click
 from rich.console import Console
 from rich.live import Live
 
+from core.verdict import reasons
 from harness.cli.cluster import inventory_option, zk_option
 from harness.controller import RunCounters
 from harness.errors import UserError
 from harness.runner import exit_code, run_test
-from harness.testspec import NEMESES, NEMESIS_ORDERS, RUNTIMES, TARGETS, WORKLOADS, TestSpec
-from harness.verdict import reasons
+from harness.testspec import NEMESIS_ORDERS, RUNTIMES, TARGETS, WORKLOADS, TestSpec
 from nemesis.disk import CORRUPT_MODES
+from nemesis.kinds import NEMESES
 
 
 def _csv(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:

@@ -25,14 +25,9 @@ from typing import ClassVar, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
+from bookie_image.image.faketime import LIBFAKETIME, faketime_command, faketime_env
 from harness.errors import UserError
-from harness.runtime.base import (
-    LIBFAKETIME,
-    STATE_FILE,
-    faketime_command,
-    faketime_env,
-    save_state,
-)
+from harness.runtime.base import STATE_FILE, save_state
 from harness.runtime.bookie_config import bookie_toml
 from harness.runtime.process import (
     free_port,

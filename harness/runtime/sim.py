@@ -30,16 +30,17 @@ from pathlib import Path
 from typing import Any
 
 from bookie_image import bugs
-from harness.controller import Controller, RunCounters, Workload
-from harness.generator import Generator
-from harness.history import HistoryWriter
-from harness.runner import WORKLOADS, check_run
+from core.generator import Generator, Workload
+from core.history import HistoryWriter
+from core.verdict import check_run
+from harness.controller import Controller, RunCounters
 from harness.sim.cluster import SimCluster
 from harness.sim.loop import SimLoop
 from harness.sim.nemesis import SimNemesis
 from harness.sim.net import Network
 from harness.testspec import TestSpec
 from nemesis.schedule import ScheduleReplay
+from workloads import WORKLOADS
 
 SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workload starts
 

@@ -25,8 +25,9 @@ from typing import Any, ClassVar, Self
 
 from kazoo.client import KazooClient
 
+from bookie_image.image.faketime import faketime_command, faketime_env
 from harness.errors import UserError
-from harness.runtime.base import STATE_FILE, faketime_command, faketime_env, save_state
+from harness.runtime.base import STATE_FILE, save_state
 from harness.runtime.bookie_config import bookie_toml
 from harness.runtime.local import ZkPoller, _ZkSession, agent_answers, agent_command
 from harness.runtime.zookeeper import (

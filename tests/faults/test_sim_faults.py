@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from harness.bench.detect import exposing_run
 from harness.pytest_plugin import Chaos
 from harness.sim.search import sim_schedules
-from harness.testspec import SIM_NEMESES, WORKLOADS, op_shares_for
+from harness.testspec import WORKLOADS, op_shares_for
+from nemesis.kinds import SIM_NEMESES
 
 pytestmark = pytest.mark.sim
 

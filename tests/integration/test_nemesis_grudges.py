@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from harness.generator import Context
+from core.generator import Context
 from nemesis.combined import CombinedCycle
 from nemesis.grudge import bridge, complete, grudge, halves, majorities_ring
 from nemesis.schedule import START_STOP

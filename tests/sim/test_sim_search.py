@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from harness.cli import main
 from harness.runtime.sim import SimSpec, run_sim
 from harness.sim.search import DRAWN_CHOICES, search, sim_tests
-from harness.testspec import SIM_NEMESES, WORKLOADS
+from harness.testspec import WORKLOADS
+from nemesis.kinds import SIM_NEMESES
 
 pytestmark = pytest.mark.sim
 

@@ -9,7 +9,7 @@ import pytest
 
 from bookie_image import bugs
 from harness.bench.detect import EXPOSERS, _describe, exposing_spec, seconds_to_first_anomaly
-from harness.testspec import NETWORK_NEMESES
+from nemesis.kinds import NETWORK_NEMESES
 
 
 def test_every_seeded_bug_has_an_exposing_test_on_the_runtime_its_faults_need() -> None:

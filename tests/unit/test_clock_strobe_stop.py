@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runtime.base import LIBFAKETIME
+from bookie_image.image.faketime import LIBFAKETIME
 from nemesis.clock import ClockNemesis
 
 pytestmark = pytest.mark.skipif(

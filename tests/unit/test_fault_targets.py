@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from core.generator import Context, Generator, Pending
 from harness.errors import UserError
-from harness.generator import Context, Generator, Pending
 from harness.testspec import TestSpec, parsed_grudge
 from nemesis.combined import CombinedCycle, NestedCycle
 from nemesis.net import parsed_packet

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from harness.generator import (
+from core.generator import (
     NOT_FOR_THIS_ASKER,
     PENDING,
     Context,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import HistoryWriter
+from core.history import HistoryWriter
 
 
 def test_lines_follow_the_spec_and_are_readable_before_close(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from harness.signals import sigterm_as_interrupt
+from core.signals import sigterm_as_interrupt
 
 
 def test_sigterm_inside_the_block_is_an_interrupt_and_the_old_handler_comes_back() -> None:

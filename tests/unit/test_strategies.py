@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from core.generator import NOT_FOR_THIS_ASKER, Context, Pending
 from harness.cli import main
-from harness.generator import NOT_FOR_THIS_ASKER, Context, Pending
 from harness.testspec import TestSpec
 from nemesis.schedule import START_STOP, STEP_KIND, ScheduleReplay
 from nemesis.strategies import AVAILABLE_KINDS, fault_schedules

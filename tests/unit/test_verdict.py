@@ -1,9 +1,9 @@
 """The reasons a run gives for its verdict: one list for `bkchaos test` and the pytest
-plugin (harness.verdict)."""
+plugin (core.verdict)."""
 
 from __future__ import annotations
 
-from harness.verdict import reasons
+from core.verdict import reasons
 
 
 def test_every_reason_a_run_can_have_is_given_in_one_line() -> None:

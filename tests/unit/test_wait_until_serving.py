@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kazoo.exceptions import SessionExpiredError
 
+from core.history import HistoryWriter
 from harness import runner
 from harness.controller import Controller
-from harness.history import HistoryWriter
 from harness.runtime.local import ZkPoller
 from nemesis.base import FaultNotProven
 

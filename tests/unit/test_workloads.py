@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 import checkers
-from harness import runner, testspec
-from harness.generator import PENDING, Context
+from core.generator import PENDING, Context
+from harness import testspec
 from harness.testspec import TestSpec
+from workloads import WORKLOADS
 from workloads.common import Payloads
 from workloads.ledger import LedgerWorkload
 from workloads.log import LogWorkload
@@ -35,8 +36,8 @@ def complete(w: Any, process: int, op: dict, kind: str = "ok", **result: Any) ->
 
 
 def test_registry_and_spec_name_the_same_workloads_with_known_checkers() -> None:
-    assert tuple(runner.WORKLOADS) == testspec.WORKLOADS
-    for name, make in runner.WORKLOADS.items():
+    assert tuple(WORKLOADS) == testspec.WORKLOADS
+    for name, make in WORKLOADS.items():
         workload = make(TestSpec(workload=name))
         assert set(workload.checkers) <= set(checkers.CHECKERS)
         assert workload.generator().op(ctx(0))["f"] == "create"
@@ -45,7 +46,7 @@ def test_registry_and_spec_name_the_same_workloads_with_known_checkers() -> None
 def test_options_reach_the_ops() -> None:
     spec = TestSpec(workload="log", ensemble=4, write_quorum=3, ack_quorum=2, bookies=4,
                     id_bits=128, entry_size=64, digest="crc32")  # fmt: skip
-    w = runner.WORKLOADS["log"](spec)
+    w = WORKLOADS["log"](spec)
     create = w.next_op(ctx(0))
     stream = create["value"].pop("stream")
     assert stream in ("s0", "s1")
@@ -115,7 +116,7 @@ def test_ledger_takeovers_follow_the_spec_share() -> None:
     """`--takeovers`: the share of a writer's ops that recover another process's ledger."""
 
     def recover_share(takeovers: float) -> float:
-        w = runner.WORKLOADS["ledger"](TestSpec(takeovers=takeovers))
+        w = WORKLOADS["ledger"](TestSpec(takeovers=takeovers))
         for process, ledger in ((0, 10), (1, 11)):
             complete(w, process, w.next_op(ctx(process)), ledger=ledger)
         rng = Context(0.0, 0, random.Random(1))
@@ -137,7 +138,7 @@ def test_stream_takeovers_follow_the_spec_share(name: str) -> None:
     def takeover_share(takeovers: float | None) -> float:
         rng, taken = random.Random(1), 0
         for _ in range(4000):  # process 1's first op after process 0 began writing s0
-            w = runner.WORKLOADS[name](replace(spec, takeovers=takeovers))
+            w = WORKLOADS[name](replace(spec, takeovers=takeovers))
             complete(w, 0, w.next_op(ctx(0)), ledger=10, term=1)
             taken += w.next_op(Context(0.0, 1, rng))["f"] != "read"
         return taken / 4000
@@ -164,7 +165,7 @@ def test_pipelined_workers_of_one_agent_append_to_their_leaders_ledger() -> None
     """`--pipeline 2` with 8 workers on 2 agents: workers 0 and 1 lead (agent 0 runs 0, 2,
     4, 6; agent 1 runs 1, 3, 5, 7), 2 and 3 append to their ledgers, 4 and 5 lead again.
     A co-writer waits while its leader has no ledger and follows it to the next one."""
-    w = runner.WORKLOADS["ledger"](TestSpec(concurrency=8, clients=2, pipeline=2, takeovers=0))
+    w = WORKLOADS["ledger"](TestSpec(concurrency=8, clients=2, pipeline=2, takeovers=0))
     assert [w.leader(p) for p in range(8)] == [None, None, 0, 1, None, None, 4, 5]
     assert w.leader(8 + 2) == 0  # a retired process id keeps its worker's place
     assert w.next_op(ctx(2)) is PENDING
@@ -181,7 +182,7 @@ def test_pipelined_workers_of_one_agent_append_to_their_leaders_ledger() -> None
 def test_a_co_writers_failed_add_ends_the_ledger_for_its_whole_group() -> None:
     """A broker moves a topic on at its first failed add: a co-writer's timeout orphans the
     group's ledger (recovered next), and its leader starts a new one."""
-    w = runner.WORKLOADS["ledger"](TestSpec(concurrency=8, clients=2, pipeline=2, takeovers=0))
+    w = WORKLOADS["ledger"](TestSpec(concurrency=8, clients=2, pipeline=2, takeovers=0))
     complete(w, 0, w.next_op(ctx(0)), ledger=10)
     w.observe(2, w.next_op(ctx(2)), "info", None, "ETIMEOUT")  # co-writer 2, on ledger 10
     assert w.orphans == [10] and 0 not in w.writing
@@ -193,9 +194,7 @@ def test_pipelined_co_writers_append_to_their_leaders_stream_in_its_term() -> No
     """`unbounded --pipeline 2`, 8 workers on 2 agents: four leaders, so two streams; a
     co-writer appends through its leader's handle (same ledger, stream and term), waits
     while the leader acquires, and stops when the leader is fenced."""
-    w = runner.WORKLOADS["unbounded"](
-        TestSpec(workload="unbounded", concurrency=8, clients=2, pipeline=2)
-    )
+    w = WORKLOADS["unbounded"](TestSpec(workload="unbounded", concurrency=8, clients=2, pipeline=2))
     assert [s.name for s in w.streams] == ["s0", "s1"]
     assert w.next_op(ctx(2)) is PENDING  # its leader, worker 0, has no stream yet
     create = w.next_op(ctx(0))
@@ -352,7 +351,7 @@ def test_every_workload_on_a_correct_service_gives_a_valid_history(
 ) -> None:
     shares = testspec.op_shares_for(name, {"takeovers": 0.05, "writer_crashes": 0.02})
     spec = TestSpec(workload=name, concurrency=4, **shares, **options)
-    workload = runner.WORKLOADS[name](spec)
+    workload = WORKLOADS[name](spec)
     model, history, rng = Model(), [], random.Random(7)
     gen = workload.generator()
 

@@ -21,7 +21,7 @@ import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 Op = dict[str, Any]
 
@@ -278,3 +278,14 @@ class Interleave(Generator):
 
 def interleave(*gens: Generator) -> Generator:
     return Interleave(list(gens))
+
+
+class Workload(Protocol):
+    """What the controller drives: an op source that learns from completions and names the
+    ops of the final phase (workloads/ implements it)."""
+
+    def generator(self) -> Generator: ...
+    def observe(
+        self, process: int, op: dict[str, Any], kind: str, value: Any, error: str | None
+    ) -> None: ...
+    def final_ops(self) -> Iterable[dict[str, Any]]: ...

@@ -1,0 +1,110 @@
+"""Every fault kind, declared once: its start and stop ops, where it can be injected, which
+nodes it may hit, and its place in the simulated search.
+
+The test spec, the CLI's help, the seeded schedules, the Hypothesis strategies and the
+simulation read these declarations; adding a fault kind is one entry here, its nemesis
+(nemesis/*.py and harness/sim/nemesis.py) and its tests. docs/nemeses.md describes each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "KINDS",
+    "NEMESES",
+    "NETWORK_NEMESES",
+    "OPT_IN_NEMESES",
+    "ROLE_TARGET_KINDS",
+    "RUNTIME_NEMESES",
+    "SIM_CLIENT_TARGET_KINDS",
+    "SIM_NEMESES",
+    "START_STOP",
+    "FaultKind",
+]
+
+REAL_RUNTIMES = ("local", "docker", "ssh")
+CONTAINER_RUNTIMES = ("docker", "ssh")
+"""iptables and tc act inside the nodes: network faults need containers or hosts."""
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    name: str
+    start: str
+    stop: str
+    summary: str
+    """What it does, in a few words (`bkchaos test --help`)."""
+    runtimes: tuple[str, ...] = (*REAL_RUNTIMES, "sim")
+    survivable: bool = True
+    """A correct build survives it without anomalies; False for operator errors that lose
+    acknowledged data (opt-in, never drawn by default)."""
+    roles: tuple[str, ...] = ("bookie",)
+    """The nodes it may hit on docker and ssh (`--targets zk|client` take the others)."""
+    sim_roles: tuple[str, ...] = ("bookie",)
+    search_rank: int | None = None
+    """Its place in the simulated search's order: Hypothesis shrinks toward the first."""
+
+    @property
+    def network(self) -> bool:
+        return "local" not in self.runtimes and self.runtimes != ()
+
+
+_ANY_ROLE = ("bookie", "zk", "client")
+
+KINDS: dict[str, FaultKind] = {
+    kind.name: kind
+    for kind in (
+        FaultKind("kill", "kill", "restart", "SIGKILL, then restart", roles=_ANY_ROLE,
+                  search_rank=1),
+        FaultKind("pause", "pause", "resume", "SIGSTOP, then SIGCONT", roles=_ANY_ROLE,
+                  search_rank=2),
+        FaultKind("wipe", "wipe", "restore", "delete the data dirs; the cookie must refuse",
+                  search_rank=6),
+        FaultKind("power-loss", "power-loss", "power-on",
+                  "SIGKILL and drop every unsynced byte", search_rank=0),
+        FaultKind("corrupt", "corrupt", "corrupt-restart", "flip or cut bytes of data files",
+                  search_rank=5),
+        FaultKind("clock", "clock-bump", "clock-reset", "jump the wall clock",
+                  roles=_ANY_ROLE, search_rank=4),
+        FaultKind("clock-strobe", "clock-strobe", "clock-strobe-stop",
+                  "flip the wall clock back and forth", roles=_ANY_ROLE, search_rank=8),
+        FaultKind("wipe-reset", "wipe-reset", "rejoin",
+                  "wipe data and cookie (loses data: opt-in)", runtimes=REAL_RUNTIMES,
+                  survivable=False),
+        FaultKind("partition", "start-partition", "stop-partition",
+                  "iptables grudges between nodes",
+                  runtimes=(*CONTAINER_RUNTIMES, "sim"), roles=_ANY_ROLE, search_rank=3),
+        FaultKind("packet", "start-packet", "stop-packet",
+                  "slow, lossy or shaped links (tc, iptables)",
+                  runtimes=(*CONTAINER_RUNTIMES, "sim"), roles=_ANY_ROLE,
+                  sim_roles=("bookie", "client"), search_rank=7),
+    )
+}  # fmt: skip
+"""Fault kind name -> its declaration, in the order `--help` lists them."""
+
+START_STOP = {name: (kind.start, kind.stop) for name, kind in KINDS.items()}
+"""Each fault kind's start and stop op."""
+NEMESES = tuple(k.name for k in KINDS.values() if k.survivable and not k.network)
+"""Faults a correct build survives without anomalies: the pool schedules are drawn from."""
+OPT_IN_NEMESES = tuple(k.name for k in KINDS.values() if not k.survivable)
+"""Operator errors that really lose acknowledged data: expected to cause anomalies."""
+NETWORK_NEMESES = tuple(k.name for k in KINDS.values() if k.network)
+"""iptables / tc inside the nodes: they need containers (docs/nemeses.md)."""
+SIM_NEMESES = tuple(
+    sorted((k.name for k in KINDS.values() if k.search_rank is not None),
+           key=lambda name: KINDS[name].search_rank)  # type: ignore[arg-type,return-value]
+)  # fmt: skip
+"""What the simulation performs (harness/sim/nemesis.py), and what its seeded schedules
+and its search draw from, in the order the search shrinks toward."""
+RUNTIME_NEMESES = {
+    runtime: SIM_NEMESES
+    if runtime == "sim"
+    else tuple(k.name for k in KINDS.values() if runtime in k.runtimes)
+    for runtime in (*REAL_RUNTIMES, "sim")
+}
+"""What each runtime can inject; anything else is refused before the run starts."""
+ROLE_TARGET_KINDS = tuple(k.name for k in KINDS.values() if len(k.roles) > 1)
+"""The faults that apply to ZooKeeper and client agents (the rest act on bookie disks)."""
+SIM_CLIENT_TARGET_KINDS = tuple(k.name for k in KINDS.values() if "client" in k.sim_roles)
+"""What the simulation does to a client agent (it shapes a simulated node's egress)."""
