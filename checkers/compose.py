@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,30 @@ CHECKERS: dict[str, Checker] = {
     "graph": check_graph,
     "replication": check_replication,
 }
+
+
+@cache
+def plugin_checkers() -> dict[str, Checker]:
+    """Checkers other packages add through the `bkchaos.checkers` entry point, loaded at
+    the first check (not while this package imports). One that cannot be loaded, or takes
+    a built-in's name, is reported unknown with the reason, as a checker that raises is."""
+    found: dict[str, Checker] = {}
+    for entry in entry_points(group="bkchaos.checkers"):
+        name = entry.name if entry.name not in CHECKERS else f"plugin:{entry.name}"
+        try:
+            if name != entry.name:
+                raise ValueError(f"{entry.name!r} is a built-in checker's name: rename it")
+            found[name] = entry.load()
+        except Exception as exc:
+            found[name] = _unusable(f"bkchaos.checkers plugin {entry.value}: {exc}")
+    return found
+
+
+def _unusable(reason: str) -> Checker:
+    def check(h: History) -> dict[str, Any]:
+        raise RuntimeError(reason)
+
+    return check
 
 
 def compose(checkers: dict[str, Checker]) -> Checker:
@@ -54,9 +80,10 @@ def compose(checkers: dict[str, Checker]) -> Checker:
 
 
 def check(history: str | Path | History | Iterable[dict[str, Any] | Op]) -> dict[str, Any]:
-    """Check a history file, an indexed history, or ops (dicts or Op), with CHECKERS."""
+    """Check a history file, an indexed history, or ops (dicts or Op), with CHECKERS and
+    the installed plugins' checkers."""
     if isinstance(history, str | Path):
         history = index_history(read_ops(history))
     elif not isinstance(history, History):
         history = index_history(ops_from_dicts(history))
-    return compose(CHECKERS)(history)
+    return compose({**CHECKERS, **plugin_checkers()})(history)

@@ -30,6 +30,7 @@ from nemesis.base import Composed, FaultNotProven
 from nemesis.clock import ClockNemesis
 from nemesis.combined import CombinedCycle, NestedCycle
 from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
+from nemesis.kinds import PLUGIN_KINDS
 from nemesis.net import PacketNemesis, PartitionNemesis, parsed_packet
 from nemesis.process import KillNemesis, PauseNemesis
 from nemesis.schedule import FaultCycle, ScheduleReplay, Targets
@@ -82,6 +83,7 @@ def _nemesis(cluster: Any, seed: int) -> Composed:
             PowerLossNemesis(cluster),
             CorruptNemesis(cluster, seed),
             ClockNemesis(cluster, seed),
+            *(k.nemesis(cluster, seed) for k in PLUGIN_KINDS if k.nemesis),
         ]
     )
 

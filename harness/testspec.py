@@ -16,9 +16,7 @@ from harness.errors import UserError
 from nemesis.disk import CORRUPT_MODES
 from nemesis.grudge import NAMES as GRUDGE_NAMES
 from nemesis.kinds import (
-    NEMESES,
-    NETWORK_NEMESES,
-    OPT_IN_NEMESES,
+    KINDS,
     ROLE_TARGET_KINDS,
     RUNTIME_NEMESES,
     SIM_CLIENT_TARGET_KINDS,
@@ -175,7 +173,7 @@ class TestSpec:
         """Refuse a test that cannot run, naming the parameter and what to do."""
         if self.workload not in WORKLOADS:
             raise UserError(f"unknown workload {self.workload!r}; choose one of {WORKLOADS}")
-        known = (*NEMESES, *OPT_IN_NEMESES, *NETWORK_NEMESES)
+        known = tuple(KINDS)
         unknown = [n for n in self.nemesis if n not in known]
         if unknown:
             raise UserError(f"unknown nemesis {unknown}; choose from {known}")

@@ -4,17 +4,26 @@ nodes it may hit, and its place in the simulated search.
 The test spec, the CLI's help, the seeded schedules, the Hypothesis strategies and the
 simulation read these declarations; adding a fault kind is one entry here, its nemesis
 (nemesis/*.py and harness/sim/nemesis.py) and its tests. docs/nemeses.md describes each.
+Other packages add kinds through the `bkchaos.nemeses` entry point: a FaultKind that
+brings its own nemeses (docs/extending.md).
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from core.plugins import PluginError, load_plugins
+from nemesis.base import Nemesis
 
 __all__ = [
     "KINDS",
     "NEMESES",
     "NETWORK_NEMESES",
     "OPT_IN_NEMESES",
+    "PLUGIN_KINDS",
     "ROLE_TARGET_KINDS",
     "RUNTIME_NEMESES",
     "SIM_CLIENT_TARGET_KINDS",
@@ -44,10 +53,17 @@ class FaultKind:
     sim_roles: tuple[str, ...] = ("bookie",)
     search_rank: int | None = None
     """Its place in the simulated search's order: Hypothesis shrinks toward the first."""
+    nemesis: Callable[[Any, int], Nemesis] | None = None
+    """A plugin kind's nemesis on real runtimes, from (cluster, seed); the built-in kinds'
+    are wired in harness/runner.py."""
+    sim_nemesis: Callable[[Any, random.Random], Nemesis] | None = None
+    """A plugin kind's nemesis in the simulation, from (SimCluster, rng); the built-in
+    kinds' is harness/sim/nemesis.py."""
 
     @property
     def network(self) -> bool:
-        return "local" not in self.runtimes and self.runtimes != ()
+        """It needs containers or hosts (iptables, tc): not the local runtime."""
+        return "local" not in self.runtimes and bool(set(self.runtimes) & {*CONTAINER_RUNTIMES})
 
 
 _ANY_ROLE = ("bookie", "zk", "client")
@@ -83,17 +99,38 @@ KINDS: dict[str, FaultKind] = {
 }  # fmt: skip
 """Fault kind name -> its declaration, in the order `--help` lists them."""
 
+
+def _checked_plugin(name: str, kind: Any) -> FaultKind:
+    """A `bkchaos.nemeses` entry point's kind, with a nemesis for every runtime it claims."""
+    if not isinstance(kind, FaultKind) or kind.name != name:
+        raise PluginError(f"bkchaos.nemeses plugin {name!r} must be a FaultKind named {name!r}")
+    real = set(kind.runtimes) - {"sim"}
+    if (real and kind.nemesis is None) or ("sim" in kind.runtimes and kind.sim_nemesis is None):
+        raise PluginError(
+            f"bkchaos.nemeses plugin {name!r} runs on {kind.runtimes} but lacks the nemesis "
+            "for some of them: give `nemesis` for real runtimes, `sim_nemesis` for sim"
+        )
+    return kind
+
+
+KINDS.update(
+    (name, _checked_plugin(name, kind))
+    for name, kind in load_plugins("bkchaos.nemeses", KINDS).items()
+)
+PLUGIN_KINDS = tuple(k for k in KINDS.values() if k.nemesis or k.sim_nemesis)
+"""The kinds other packages added: they bring their own nemeses."""
+
 START_STOP = {name: (kind.start, kind.stop) for name, kind in KINDS.items()}
 """Each fault kind's start and stop op."""
-NEMESES = tuple(k.name for k in KINDS.values() if k.survivable and not k.network)
+NEMESES = tuple(k.name for k in KINDS.values() if k.survivable and "local" in k.runtimes)
 """Faults a correct build survives without anomalies: the pool schedules are drawn from."""
 OPT_IN_NEMESES = tuple(k.name for k in KINDS.values() if not k.survivable)
 """Operator errors that really lose acknowledged data: expected to cause anomalies."""
 NETWORK_NEMESES = tuple(k.name for k in KINDS.values() if k.network)
 """iptables / tc inside the nodes: they need containers (docs/nemeses.md)."""
 SIM_NEMESES = tuple(
-    sorted((k.name for k in KINDS.values() if k.search_rank is not None),
-           key=lambda name: KINDS[name].search_rank)  # type: ignore[arg-type,return-value]
+    sorted((k.name for k in KINDS.values() if "sim" in k.runtimes),
+           key=lambda name: KINDS[name].search_rank or len(KINDS))
 )  # fmt: skip
 """What the simulation performs (harness/sim/nemesis.py), and what its seeded schedules
 and its search draw from, in the order the search shrinks toward."""

@@ -1,11 +1,13 @@
 """The workloads, each declared once: its name and the factory that builds it from a
-test's settings. The CLI, the test spec, the runner and the simulation all read this map."""
+test's settings, plus those other packages add through the `bkchaos.workloads` entry
+point. The CLI, the test spec, the runner and the simulation all read this map."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from core.generator import Workload
+from core.plugins import load_plugins
 from workloads.common import WorkloadSettings
 from workloads.ledger import LedgerWorkload
 from workloads.log import LogWorkload
@@ -23,3 +25,4 @@ WORKLOADS: dict[str, Callable[[WorkloadSettings], Workload]] = {
     "recovery-race": RecoveryRaceWorkload.from_spec,
 }
 """Workload name -> its factory; the first is the default."""
+WORKLOADS.update(load_plugins("bkchaos.workloads", WORKLOADS))

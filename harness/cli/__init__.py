@@ -14,6 +14,7 @@ import traceback
 
 import click
 
+from core.plugins import PluginError
 from harness.cli.lazy import LazyGroup
 from harness.errors import UserError
 
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as exc:
         click.echo(f"error: {exc}", err=True)
         code = exc.exit_code
+    except PluginError as exc:  # an installed extension, not bkchaos, is broken
+        click.echo(f"error: {exc}", err=True)
+        code = BAD_INPUT
     except Exception:
         traceback.print_exc()
         click.echo("bkchaos crashed (a harness bug, not your input): exit 255", err=True)

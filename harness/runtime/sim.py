@@ -39,6 +39,8 @@ from harness.sim.loop import SimLoop
 from harness.sim.nemesis import SimNemesis
 from harness.sim.net import Network
 from harness.testspec import TestSpec
+from nemesis.base import Composed
+from nemesis.kinds import PLUGIN_KINDS
 from nemesis.schedule import ScheduleReplay
 from workloads import WORKLOADS
 
@@ -179,7 +181,16 @@ def run_sim(
             clients=spec.clients,
             add_timeout=spec.add_timeout,
         )
-        nemesis = SimNemesis(cluster, random.Random(rng.getrandbits(64)))
+        nemesis = Composed(
+            [
+                SimNemesis(cluster, random.Random(rng.getrandbits(64))),
+                *(
+                    k.sim_nemesis(cluster, random.Random(rng.getrandbits(64)))
+                    for k in PLUGIN_KINDS
+                    if k.sim_nemesis
+                ),
+            ]
+        )
         try:
             with HistoryWriter(history_path, clock=lambda: round(loop.time() * 1e9)) as history:
                 controller = functools.partial(

@@ -49,7 +49,7 @@ from harness.testspec import SIM_CORRUPT_MODES
 from nemesis.base import FaultNotProven
 from nemesis.clock import STROBE_PERIOD_S, strobe
 from nemesis.grudge import grudge
-from nemesis.kinds import SIM_NEMESES, START_STOP
+from nemesis.kinds import KINDS, SIM_NEMESES, START_STOP
 from nemesis.net import netem_params, packet_destinations, rate_bits_per_second
 
 CORRUPTIBLE = {
@@ -64,8 +64,11 @@ REACHABILITY = frozenset({"pause", "resume", "start-partition", "stop-partition"
 STARTS = frozenset({"restart", "power-on", "corrupt-restart"})
 """Ops that (re)start bookies."""
 
-SIM_FAULTS = frozenset(op for kind in SIM_NEMESES for op in START_STOP[kind])
-"""Every op the simulation performs: the start and stop of each kind it declares."""
+SIM_FAULTS = frozenset(
+    op for kind in SIM_NEMESES if KINDS[kind].sim_nemesis is None for op in START_STOP[kind]
+)
+"""Every op SimNemesis performs: the start and stop of each built-in kind the simulation
+runs (a plugin kind brings its own simulated nemesis)."""
 
 
 class SimNemesis:

@@ -29,13 +29,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from harness.runtime.sim import SimSpec, run_sim
-from harness.testspec import (
-    OP_SHARE_WORKLOADS,
-    PIPELINED_WORKLOADS,
-    SIM_CORRUPT_MODES,
-    SIM_NEMESES,
-)
-from nemesis.schedule import START_STOP
+from harness.testspec import OP_SHARE_WORKLOADS, PIPELINED_WORKLOADS, SIM_CORRUPT_MODES
+from nemesis.kinds import SIM_NEMESES, START_STOP
 
 TICKS_PER_S = 10
 ANOMALY_PRIORITY = ("lost-append", "truncated-ledger", "divergence", "dirty-read")
