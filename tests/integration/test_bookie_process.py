@@ -36,8 +36,6 @@ from bookie_image.protocol import (
 )
 from harness.runtime.process import free_port
 
-pytestmark = pytest.mark.integration
-
 KEY = master_key_for(b"secret")
 L1 = LedgerId(0, 1)
 READY_TIMEOUT_S = 20.0

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,10 +24,7 @@ from bookie_image.protocol import LedgerId, ReadRequest, Status
 from harness.runtime.local import LocalCluster
 from nemesis.clock import ClockNemesis
 from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
-
-pytestmark = pytest.mark.integration
-
-BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
+from tests.helpers.cli import BKCHAOS
 
 
 @pytest.fixture(scope="module")

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
-BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
+from tests.helpers.cli import BKCHAOS
 
 
 def _pairs(history: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:

@@ -16,9 +16,6 @@ from harness.runtime.sim import SimSpec, run_sim
 from harness.sim.search import DRAWN_CHOICES, search, sim_tests
 from harness.testspec import SIM_NEMESES, WORKLOADS
 
-pytestmark = pytest.mark.sim
-
-
 EVERY_SETTING = frozenset(DRAWN_CHOICES)
 
 

@@ -20,8 +20,6 @@ from harness.pytest_plugin import Chaos
 from harness.sim.search import sim_schedules
 from harness.testspec import SIM_NEMESES, WORKLOADS, op_shares_for
 
-pytestmark = pytest.mark.sim
-
 SIM_RUN: dict[str, Any] = {
     "runtime": "sim",
     "bookies": 3,
@@ -175,7 +173,7 @@ def test_recoveries_closing_a_ledger_without_compare_and_set_are_caught_in_the_s
 
 SHAPED_LINKS_IN_THE_SIMULATION = {**exposing_run("unbounded-no-truncate"), "runtime": "sim"}
 """`unbounded-no-truncate`'s exposing test (run on docker by the bench and by
-tests/integration/test_docker_chaos.py), replayed in the simulation: the same links, every
+tests/docker/test_docker_chaos.py), replayed in the simulation: the same links, every
 run of it repeatable from its seed."""
 
 

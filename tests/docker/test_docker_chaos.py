@@ -15,7 +15,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,12 +27,11 @@ import pytest
 import checkers
 from harness.bench.detect import BASE, exposing_spec
 from harness.nightly import replay_command
-from tests.integration.test_docker_runtime import client, image, labelled, source_snapshot
+from tests.helpers.cli import BKCHAOS
+from tests.helpers.docker import labelled
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
-__all__ = ["client", "image", "source_snapshot"]  # session fixtures, shared
+pytestmark = pytest.mark.timeout(900)
 
-BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
 SHORT_RUN = ["--time-limit", "20", "--nemesis", "kill,pause", "--nemesis-interval", "3"]
 
 

@@ -4,7 +4,7 @@ Short real runs on the local runtime: a clean build must stay valid under bookie
 pauses and Hypothesis-drawn schedules of both, each fault proven to take effect. The
 seeded bugs these faults expose are caught in the simulation, from seeds that always give
 the same history (tests/sim/test_sim_faults.py); how often a real run catches each is
-measured by `bkchaos bench detect` (docs/performance.md). `pytest tests/faults
+measured by `bkchaos bench detect` (docs/performance.md). `pytest tests/integration/faults
 --bkchaos-time-limit 120` runs the same suite longer; a failure prints the command that
 replays it.
 """
@@ -17,8 +17,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from harness.bench.detect import exposing_run
 from harness.pytest_plugin import Chaos
 from nemesis.strategies import fault_schedules
-
-pytestmark = pytest.mark.integration
 
 
 @pytest.mark.chaos(nemesis=["kill"], nemesis_interval=2, time_limit=8)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.mark.chaos(nemesis=["power-loss"], nemesis_interval=2, time_limit=8)
 def test_acknowledged_entries_survive_power_loss() -> None:
