@@ -171,6 +171,38 @@ def test_recoveries_closing_a_ledger_without_compare_and_set_are_caught_in_the_s
     closed reads taken in between disagree with it."""
 
 
+@pytest.mark.chaos(
+    runtime="sim",
+    nemesis=["kill"],
+    nemesis_interval=2,
+    time_limit=8,
+    bookies=4,
+    guaranteed_write_quorum=True,
+    seed=1,
+)
+def test_guaranteed_write_quorum_survives_bookie_kills_in_the_simulation() -> None:
+    """Writers that replace every bookie missing a confirmed entry stay correct under kills."""
+
+
+@pytest.mark.chaos(
+    **{**exposing_run("no-recovery-writeback"), "runtime": "sim", "time_limit": 10}, seed=1
+)
+def test_every_entry_of_every_closed_ledger_keeps_its_ack_quorum_of_copies() -> None:
+    """The clean twin of no-recovery-writeback's exposing test: bookie kills and wipes,
+    writer crashes and takeovers, and still every entry of every closed ledger is on AQ
+    bookies of its write set."""
+
+
+@pytest.mark.chaos(
+    **{**exposing_run("metadata-blind-write"), "runtime": "sim", "time_limit": 3}, seed=1
+)
+def test_racing_recoveries_under_bookie_kills_agree_on_where_each_ledger_ends() -> None:
+    """The clean twin of metadata-blind-write's exposing test: sixteen workers racing to
+    recover writers' ledgers while a bookie dies every half second; the closing
+    compare-and-set makes every recovery settle on the first one's end. Three simulated
+    seconds at 1,000 ops/s: three kills, some 470 recoveries raced."""
+
+
 SHAPED_LINKS_IN_THE_SIMULATION = {
     **exposing_run("unbounded-no-truncate"),
     "runtime": "sim",
