@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup system venv run test lint format bench clean
+.PHONY: setup system venv run test test-fast lint format bench clean
 
 setup: system venv
 
@@ -26,9 +26,15 @@ run: setup
 	$(BIN)/bkchaos test --runtime docker --workload ledger --bookies 3 \
 		--ensemble 3 --wq 3 --aq 2 --nemesis partition,kill,pause,clock --time-limit 60
 
-# The whole test suite: lint, unit, integration (real ZooKeeper and bookie processes).
+# The whole test suite, every tier (tests/conftest.py): unit, sim, integration (real
+# ZooKeeper and bookie processes), docker, spark, browser; the 15 slowest tests printed.
 test: setup lint
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider --durations=15
+
+# The quick tiers, before a commit: unit and sim (no servers, root, docker or JVM; the venv
+# only, no system setup), about two minutes.
+test-fast: lint
+	$(BIN)/pytest -q -p no:cacheprovider --durations=15 tests/unit tests/sim
 
 lint: venv
 	$(BIN)/ruff check .

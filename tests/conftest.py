@@ -1,52 +1,39 @@
-"""Shared fixtures: a real ZooKeeper for the session and a fresh local cluster per test."""
+"""The suite's tiers, one folder each; a test's folder gives it its tier's marker.
+
+- `unit`, `sim`: no servers, no root, no docker, no JVM — the venv only (`make test-fast`);
+  `sim` runs the product in the deterministic simulation.
+- `integration`: real local processes (ZooKeeper, bookies, client agents).
+- `docker`: the Docker engine and the bkchaos image.
+- `spark`: Spark (a JVM) through pyspark.
+- `browser`: Debian's chromium through playwright.
+
+`pytest -m "unit or sim"` picks tiers by marker; `pytest tests/unit tests/sim` by folder.
+A test module outside these folders is a usage error, so that none runs untiered.
+"""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bookie_image import bugs
-from harness.runtime.local import LocalCluster
-from harness.runtime.zookeeper import LocalZooKeeper
+pytest_plugins = ["pytester"]  # the plugin's own tests drive inner pytest sessions
+
+TESTS = Path(__file__).parent
+TIERS = ("unit", "sim", "integration", "docker", "spark", "browser")
 
 
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Connect string of one real ZooKeeper (Debian's package) shared by the session."""
-    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper")).start()
-    try:
-        yield server.connect_string
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def ledgers_root() -> str:
-    """A ZooKeeper root of its own, so tests sharing one ZooKeeper do not interfere."""
-    return f"/t-{uuid.uuid4().hex[:12]}/ledgers"
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = item.path.relative_to(TESTS).parts[0]
+        if tier not in TIERS:
+            raise pytest.UsageError(
+                f"{item.nodeid}: move it into one of tests/{{{','.join(TIERS)}}}/"
+            )
+        item.add_marker(tier)
 
 
 @pytest.fixture
-def local_cluster(
-    request: pytest.FixtureRequest, zookeeper: str, ledgers_root: str, tmp_path: Path
-) -> Iterator[LocalCluster]:
-    """Three real bookie processes on loopback, registered under a fresh ledgers root.
-
-    `@pytest.mark.parametrize("local_cluster", ["bug-a,bug-b"], indirect=True)` starts the
-    bookies with those seeded bugs switched on."""
-    seeded_bugs = getattr(request, "param", "")
-    cluster = LocalCluster(
-        tmp_path / "cluster",
-        bookie_count=3,
-        zk=zookeeper,
-        ledgers_root=ledgers_root,
-        extra_env={bugs.ENV_VAR: seeded_bugs} if seeded_bugs else {},
-    )
-    cluster.up()
-    try:
-        yield cluster
-    finally:
-        cluster.down()
+def project_ini(pytester: pytest.Pytester) -> None:
+    """Inner pytest sessions get the project's pytest-asyncio setting, as a user's suite would."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")

@@ -101,6 +101,13 @@ def parse_budget(text: str) -> float:
 )
 @click.option("--bug", "bug_names", multiple=True, help="Seeded bug to switch on (repeatable).")
 @click.option("--budget", default="10m", show_default=True, help="Real time to spend: 90s, 10m…")
+@click.option(
+    "--max-examples",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Most simulated runs, drawn and shrinking alike (a machine-independent bound).",
+)
 @click.option("--max-faults", type=int, default=3, show_default=True)
 @click.option(
     "--max-time", type=float, default=3.0, show_default=True, help="Longest simulated run (s)."
@@ -122,6 +129,7 @@ def search(
     nemesis: str,
     bug_names: tuple[str, ...],
     budget: str,
+    max_examples: int,
     max_faults: int,
     max_time: float,
     seed: int,
@@ -184,6 +192,7 @@ def search(
         budget_s,
         max_time=max_time,
         max_faults=max_faults,
+        max_examples=max_examples,
         search_seed=seed,
         kinds=kinds,
         draw=draw,

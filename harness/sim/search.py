@@ -213,13 +213,14 @@ def search(
     on_example: Callable[[SimSpec, dict[str, Any]], None] | None = None,
 ) -> SearchOutcome:
     """Run simulated tests drawn by Hypothesis (faults of `kinds`; the workload settings
-    named in `draw`, the others `base`'s) until one is invalid or `budget_s` real seconds
-    pass; then shrink it within what is left of the budget."""
+    named in `draw`, the others `base`'s) until one is invalid; then shrink it. Either
+    stops after `max_examples` simulated runs in all (drawn and shrinking alike: the same
+    outcome on any machine) or `budget_s` real seconds, whichever comes first."""
     started = time.monotonic()
     state: dict[str, Any] = {"examples": 0, "target": None, "best": None, "found_at": None}
 
     def invalid(spec: SimSpec) -> bool:
-        if time.monotonic() - started > budget_s:
+        if state["examples"] >= max_examples or time.monotonic() - started > budget_s:
             raise _OutOfBudget
         with tempfile.TemporaryDirectory(prefix="bkchaos-search-") as tmp:
             results = run_sim(spec, Path(tmp)).results

@@ -1,7 +1,7 @@
 """The simulation's metadata service: an in-memory ZooKeeper behind kazoo's client API.
 
 Only what the client and the bookie rely on, with ZooKeeper's semantics (pinned against
-a real ZooKeeper by tests/sim/test_sim_zk.py): znode versions and compare-and-set
+a real ZooKeeper by tests/integration/test_sim_zk.py): znode versions and compare-and-set
 (`set`/`delete` with a version raise BadVersionError on a mismatch, -1 matches any),
 sequential nodes numbered by how many children the parent ever had created (so numbers
 are never reused after a delete), ephemeral nodes owned by a session and deleted when it

@@ -18,11 +18,8 @@ import pytest
 from harness.report import timeline
 from harness.report.render import write_report
 from harness.report.server import make_server
-from tests.unit.test_report import make_run
-
-CHROMIUM = Path("/usr/bin/chromium")
-OUTPUT = Path(__file__).resolve().parents[2] / "test-output"
-SMALL_PAGES = 150  # calls per timeline page in the invalid run, so tests cross pages
+from tests.helpers.browser import CHROMIUM, SMALL_PAGES, Tab
+from tests.helpers.reports import make_run
 
 
 @pytest.fixture(scope="package")
@@ -39,20 +36,6 @@ def browser() -> Iterator[Any]:
         chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         yield chromium
         chromium.close()
-
-
-class Tab:
-    """A page that records console errors and uncaught exceptions as they happen."""
-
-    def __init__(self, page: Any) -> None:
-        self.page = page
-        self.errors: list[str] = []
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
-
-    def screenshot(self, name: str, full_page: bool = False) -> None:
-        OUTPUT.mkdir(exist_ok=True)
-        self.page.screenshot(path=str(OUTPUT / name), full_page=full_page)
 
 
 @pytest.fixture

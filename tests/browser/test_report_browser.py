@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
+from tests.helpers.browser import OUTPUT, SMALL_PAGES, Tab
 
-from tests.browser.conftest import SMALL_PAGES, Tab
-
-pytestmark = pytest.mark.browser
 PLOTS = ("#plot-latency", "#plot-quantiles", "#plot-rates")
 
 
@@ -67,7 +64,6 @@ def test_invalid_report_renders_anomalies_cycle_and_links_to_the_timeline(
 
 
 def _output(name: str) -> Path:
-    from tests.browser.conftest import OUTPUT
 
     OUTPUT.mkdir(exist_ok=True)
     return OUTPUT / name

@@ -8,8 +8,6 @@ import pytest
 
 from harness.cli import main
 
-pytestmark = pytest.mark.integration
-
 
 def test_bench_bookie_prints_every_level_and_the_ratio(capsys) -> None:
     with pytest.raises(SystemExit) as exc:

@@ -35,8 +35,7 @@ from bookie_image.protocol import (
     master_key_for,
 )
 from harness.runtime.process import free_port
-
-pytestmark = pytest.mark.integration
+from tests.helpers.bookies import wait_checkpointed
 
 KEY = master_key_for(b"secret")
 L1 = LedgerId(0, 1)
@@ -342,7 +341,7 @@ def test_acknowledged_adds_survive_power_loss(make_bookie) -> None:
     client = bookie.client()
     for eid in range(30):
         assert add(client, eid, b"before-%d" % eid) == Status.EOK
-    time.sleep(1.5)  # a checkpoint moves them into the entry log and the index
+    wait_checkpointed([bookie.ledgers], L1.id, 30)  # into the entry log and the index
     for eid in range(30, 60):
         assert add(client, eid, b"after-%d" % eid) == Status.EOK
     bookie.kill()

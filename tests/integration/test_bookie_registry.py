@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 from kazoo.client import KazooClient
 
 from bookie_image.bookie.registry import Registry
-
-pytestmark = pytest.mark.integration
 
 
 def _wait_for(predicate, timeout: float = 15.0) -> None:

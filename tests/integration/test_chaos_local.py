@@ -6,17 +6,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import checkers
-
-pytestmark = pytest.mark.integration
-
-BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
+from tests.helpers.cli import BKCHAOS
 
 
 def _processes_mentioning(text: str) -> list[str]:

@@ -21,9 +21,7 @@ from bookie_image.client import (
 from bookie_image.client.quorum import QuorumConfig, write_set
 from bookie_image.client.transport import TcpTransport, next_request_id
 from bookie_image.protocol import AddRequest, LedgerId, ReadRequest, Status, peek_entry_header
-from tests.integration.transports import DroppingTransport, read_from_bookie
-
-pytestmark = pytest.mark.integration
+from tests.helpers.transports import DroppingTransport, read_from_bookie
 
 
 def client(cluster, **options) -> BookKeeper:

@@ -11,9 +11,7 @@ import pytest
 from bookie_image.client import BookKeeper, NotEnoughBookiesError
 from bookie_image.protocol import AddRequest, Status, peek_entry_header
 from harness.runtime.local import LocalCluster
-from tests.integration.transports import DroppingTransport, read_from_bookie
-
-pytestmark = pytest.mark.integration
+from tests.helpers.transports import DroppingTransport, read_from_bookie
 
 ENTRIES = 20
 LATE = range(5, 10)

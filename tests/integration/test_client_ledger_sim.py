@@ -44,8 +44,6 @@ from bookie_image.protocol import (
     peek_entry_header,
 )
 
-pytestmark = pytest.mark.integration
-
 
 @dataclass
 class _Ledger:

@@ -16,8 +16,6 @@ from bookie_image.client.metadata import (
     ledger_name,
 )
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 async def store(zookeeper: str, ledgers_root: str) -> AsyncIterator[ZkMetadataStore]:

@@ -18,9 +18,7 @@ import pytest
 from bookie_image.client import BookKeeper, LedgerRecoveryError
 from bookie_image.protocol import AddRequest, ReadRequest
 from harness.runtime.local import LocalCluster
-from tests.integration.transports import DroppingTransport
-
-pytestmark = pytest.mark.integration
+from tests.helpers.transports import DroppingTransport
 
 
 async def test_a_failed_recovery_leaves_no_bookie_named_that_lacks_the_entries(

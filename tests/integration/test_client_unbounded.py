@@ -26,9 +26,7 @@ from bookie_image.protocol import (
     decode_entry,
 )
 from harness.runtime.local import LocalCluster
-from tests.integration.transports import DroppingTransport, read_from_bookie
-
-pytestmark = pytest.mark.integration
+from tests.helpers.transports import DroppingTransport, read_from_bookie
 
 
 async def three_copy_unbounded_ledger(bk: BookKeeper) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,10 +24,8 @@ from bookie_image.protocol import LedgerId, ReadRequest, Status
 from harness.runtime.local import LocalCluster
 from nemesis.clock import ClockNemesis
 from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
-
-pytestmark = pytest.mark.integration
-
-BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
+from tests.helpers.bookies import wait_checkpointed
+from tests.helpers.cli import BKCHAOS
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +89,11 @@ def events(cluster: LocalCluster, node: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.startswith("{")]
 
 
+def checkpointed(cluster: LocalCluster, ledger: int, entries: int) -> None:
+    """Every bookie has moved `entries` entries of `ledger` into its entry logs and index."""
+    wait_checkpointed((bookie.data_dirs[1] for bookie in cluster.bookies), ledger, entries)
+
+
 async def test_wiped_bookie_is_refused_and_its_restored_disk_serves(cluster) -> None:
     ledger = await write(cluster, 20)
     wipe = WipeNemesis(cluster)
@@ -125,7 +127,7 @@ async def test_power_loss_drops_unsynced_bytes_and_keeps_acknowledged_entries(cl
     async with bk(cluster) as client:
         lh = await client.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2, password=b"pw")
         acked = [await lh.append(b"a%d" % i) for i in range(30)]
-        await asyncio.sleep(1.5)  # a checkpoint: entry logs, index and WAL hold them too
+        checkpointed(cluster, lh.id, 30)  # entry logs, index and WAL hold them too
         pending = [asyncio.ensure_future(lh.append(b"b%d" % i)) for i in range(200)]
         nemesis = PowerLossNemesis(cluster)
         done = await nemesis.invoke({"f": "power-loss", "value": {"nodes": ["b3"]}})
@@ -145,7 +147,7 @@ async def test_power_loss_drops_unsynced_bytes_and_keeps_acknowledged_entries(cl
 
 async def test_corrupt_entry_log_answers_eio_never_no_entry(cluster) -> None:
     ledger = await write(cluster, 40)
-    await asyncio.sleep(1.5)  # checkpointed into b1's entry log
+    checkpointed(cluster, ledger, 40)  # into b1's entry log
     nemesis = CorruptNemesis(cluster, seed=7)
     op = {"f": "corrupt", "value": {"nodes": ["b1"], "count": 40}}
     done = await nemesis.invoke(op)
@@ -165,9 +167,9 @@ async def test_a_lost_last_write_cuts_the_newest_flush_only_and_reads_as_eio(clu
     write it fsynced; entries of earlier writes stay, lost ones answer EIO, and the other
     replicas still serve every entry."""
     first = await write(cluster, 20)
-    await asyncio.sleep(1.5)  # checkpointed: one flush
+    checkpointed(cluster, first, 20)  # one flush
     second = await write(cluster, 20)
-    await asyncio.sleep(1.5)  # the last flush holds the second ledger alone
+    checkpointed(cluster, second, 20)  # the last flush holds the second ledger alone
     nemesis = CorruptNemesis(cluster, seed=3)
     done = await nemesis.invoke({"f": "corrupt", "value": {"nodes": ["b1"], "mode": "tail"}})
     proof = done["proof"]["b1"]
@@ -182,8 +184,7 @@ async def test_a_lost_last_write_cuts_the_newest_flush_only_and_reads_as_eio(clu
 
 
 async def test_heal_starts_a_bookie_a_lost_last_write_left_down(cluster) -> None:
-    await write(cluster, 5)
-    await asyncio.sleep(1.5)
+    checkpointed(cluster, await write(cluster, 5), 5)
     nemesis = CorruptNemesis(cluster, seed=5)
     await nemesis.invoke({"f": "corrupt", "value": {"nodes": ["b2"], "mode": "tail"}})
     assert cluster.process_state("b2")[0] is None

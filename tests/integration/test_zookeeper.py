@@ -2,13 +2,10 @@
 
 from pathlib import Path
 
-import pytest
 from kazoo.client import KazooClient
 
 from harness.runtime.process import pid_alive
 from harness.runtime.zookeeper import LocalZooKeeper
-
-pytestmark = pytest.mark.integration
 
 
 def test_zookeeper_serves_and_stops(tmp_path: Path) -> None:

@@ -23,8 +23,6 @@ from harness.sim.loop import SimLoop, SimulationError
 from harness.sim.nemesis import SimNemesis
 from harness.sim.net import Network, Shaping
 
-pytestmark = pytest.mark.sim
-
 FAULTS = (
     {"at": 0.5, "f": "power-loss", "value": {"nodes": ["b1"]}},
     {"at": 1.0, "f": "power-on", "value": {"nodes": ["b1"]}},

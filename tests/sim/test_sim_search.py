@@ -17,10 +17,11 @@ from harness.sim.search import DRAWN_CHOICES, search, sim_tests
 from harness.testspec import WORKLOADS
 from nemesis.kinds import SIM_NEMESES
 
-pytestmark = pytest.mark.sim
-
-
 EVERY_SETTING = frozenset(DRAWN_CHOICES)
+GUARD_S = 600.0
+GUARD = f"{GUARD_S:g}s"
+"""Searches here stop after a number of runs (the same on every machine); this real-time
+budget only guards against a hang and is never what ends them."""
 
 
 @settings(max_examples=6, deadline=None, database=None, derandomize=True)
@@ -41,9 +42,12 @@ def test_clean_build_survives_drawn_fault_schedules(
 )
 def test_search_on_a_clean_build_finds_nothing(base: SimSpec, kinds: tuple[str, ...]) -> None:
     """Drawn faults and drawn workload settings alike: a correct build gives no anomaly
-    (the second case draws the slow client links that expose unbounded-no-truncate)."""
-    outcome = search(base, budget_s=8, max_time=1.5, kinds=kinds, draw=EVERY_SETTING)
-    assert outcome.found is None and outcome.examples >= 3
+    (the second case draws the slow client links that expose unbounded-no-truncate).
+    Bounded by runs, not by time, so every machine checks the same six."""
+    outcome = search(
+        base, budget_s=GUARD_S, max_examples=6, max_time=1.5, kinds=kinds, draw=EVERY_SETTING
+    )
+    assert outcome.found is None and outcome.examples == 6
 
 
 def test_a_simulated_test_runs_the_workload_it_names(tmp_path: Path) -> None:
@@ -57,15 +61,16 @@ def test_a_simulated_test_runs_the_workload_it_names(tmp_path: Path) -> None:
 def test_search_finds_shrinks_and_stores_no_journal_fsync(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["search", "--bug", "no-journal-fsync", "--budget", "100s", "--max-time", "1.5"]
+    args = ["search", "--bug", "no-journal-fsync", "--max-examples", "40", "--max-time", "1.5"]
     with pytest.raises(SystemExit) as exited:
-        main([*args, "--store", str(tmp_path), "--json"])
+        main([*args, "--budget", GUARD, "--store", str(tmp_path), "--json"])
     assert exited.value.code == 1
     summary = json.loads(capsys.readouterr().out)
     assert summary["anomaly"] == "lost-append" and summary["replay_valid"] is False
+    assert summary["examples"] == 40  # found early, then shrunk until the runs ran out
     minimal = summary["minimal"]
     assert [step["f"] for step in minimal["schedule"]][:1] == ["power-loss"]
-    assert len(minimal["schedule"]) <= len(summary["first"]["schedule"])
+    assert len(minimal["schedule"]) < len(summary["first"]["schedule"])
     run_dir = Path(summary["run_dir"])
     assert json.loads((run_dir / "minimal.json").read_text()) == minimal
     assert (run_dir / "history.jsonl").exists() and (tmp_path / "latest").exists()
@@ -76,9 +81,9 @@ def test_search_for_scope_id_ignored_runs_128_bit_ledgers_and_records_them(
 ) -> None:
     """`--id-bits 128` reaches the workload (its ledgers spread over BP-35 scopes), and the
     minimal test says so, for a replay to use the same ids."""
-    args = ["search", "--id-bits", "128", "--bug", "scope-id-ignored", "--budget", "60s"]
+    args = ["search", "--id-bits", "128", "--bug", "scope-id-ignored", "--max-examples", "20"]
     with pytest.raises(SystemExit) as exited:
-        main([*args, "--store", str(tmp_path), "--json"])
+        main([*args, "--budget", GUARD, "--store", str(tmp_path), "--json"])
     assert exited.value.code == 1
     summary = json.loads(capsys.readouterr().out)
     assert summary["minimal"]["id_bits"] == 128 and summary["minimal"]["bookies"] == 3
@@ -99,7 +104,7 @@ def test_workload_settings_given_to_the_search_are_kept_not_drawn(
     shares = ["--takeovers", "0", "--writer-crashes", "0"]
     args = ["search", "--id-bits", "128", "--bug", "scope-id-ignored", *fixed, *shares]
     with pytest.raises(SystemExit) as exited:
-        main([*args, "--budget", "60s", "--store", str(tmp_path), "--json"])
+        main([*args, "--max-examples", "20", "--budget", GUARD, "--store", str(tmp_path), "--json"])
     assert exited.value.code == 1
     minimal = json.loads(capsys.readouterr().out)["minimal"]
     kept = ("concurrency", "pipeline", "write_quorum", "ack_quorum", "takeovers", "writer_crashes")
@@ -168,6 +173,7 @@ def test_a_search_with_a_spare_bookie_draws_faults_on_it() -> None:
         (["--wq", "4"], "WQ=4"),
         (["--bookies", "2"], "--bookies"),
         (["--budget", "0"], "--budget"),
+        (["--max-examples", "0"], "--max-examples"),
         (["--bug", "no-such-bug"], "no-such-bug"),
         (["--nemesis", "power-loss,flood"], "unknown: flood"),
     ],

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from checkers import check
-from tests.spark.conftest import edge_cases, write_run
+from tests.helpers.corpus import edge_cases, write_run
 
 # Spark start-up and its first jobs are slow on a busy 2-core machine: one budget for
 # the shared fixtures and the tests that use them
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 
 
 def spark_types(spark: Any, store: Path) -> dict[str, list[str]]:

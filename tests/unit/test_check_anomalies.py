@@ -7,44 +7,8 @@ from typing import Any
 
 import pytest
 
-from checkers import check
 from checkers.graph import classify
-
-
-class H:
-    """A tiny history builder: each call returns the indices of the lines it wrote."""
-
-    def __init__(self) -> None:
-        self.ops: list[dict[str, Any]] = []
-
-    def line(self, kind: str, process: Any, f: str, value: Any) -> int:
-        i = len(self.ops)
-        op = {"index": i, "time": 1000 * (i + 1), "type": kind, "process": process, "f": f}
-        self.ops.append({**op, "value": value})
-        return i
-
-    def call(self, process: Any, f: str, value: Any, done: Any, kind: str = "ok") -> list[int]:
-        return [self.line("invoke", process, f, value), self.line(kind, process, f, done)]
-
-    def append(self, process: int, ledger: Any, payload: str, entry: int | None = None,
-               kind: str = "ok", **stream: Any) -> list[int]:  # fmt: skip
-        value = {"ledger": ledger, "payload": payload} if not stream else {
-            "stream": stream["stream"], "payload": payload}  # fmt: skip
-        done = {**value, "ledger": ledger, "entry": entry, **stream} if kind == "ok" else value
-        return self.call(process, "append", value, done, kind)
-
-    def read(self, process: int, ledger: Any, entries: list[tuple[int, str]],
-             lac: int | None = None, mode: str = "closed") -> list[int]:  # fmt: skip
-        value = {"ledger": ledger, "mode": mode}
-        lac = max((e for e, _ in entries), default=-1) if lac is None else lac
-        done = {**value, "lac": lac, "entries": [list(x) for x in entries]}
-        return self.call(process, "read", value, done)
-
-    def read_lac(self, process: int, ledger: Any, lac: int) -> list[int]:
-        return self.call(process, "read-lac", {"ledger": ledger}, {"ledger": ledger, "lac": lac})
-
-    def check(self) -> dict[str, Any]:
-        return check(self.ops)
+from tests.helpers.histories import H
 
 
 def two_acked(ledger: Any = 7) -> H:

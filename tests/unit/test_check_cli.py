@@ -11,7 +11,7 @@ import pytest
 
 from harness.cli import main
 
-BKCHAOS = Path(sys.executable).with_name("bkchaos")
+INSTALLED_BKCHAOS = Path(sys.executable).with_name("bkchaos")
 
 # shared/spec/history.md §6, verbatim
 SPEC_EXAMPLE = """\
@@ -38,7 +38,7 @@ def exit_code(argv: list[str]) -> int:
 
 def test_spec_example_through_the_installed_command(tmp_path) -> None:
     done = subprocess.run(
-        [str(BKCHAOS), "check", "--json", str(history(tmp_path))],
+        [str(INSTALLED_BKCHAOS), "check", "--json", str(history(tmp_path))],
         capture_output=True,
         text=True,
         check=False,

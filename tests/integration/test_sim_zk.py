@@ -3,27 +3,18 @@
 The client's correctness rests on these semantics (compare-and-set on znode versions,
 sequence numbers that are never reused, ephemeral nodes that die with their session), so
 the in-memory service is pinned to what ZooKeeper itself answers, not to our reading of it.
-The last test is the simulation's alone: sessions of bookies cut off by a simulated fault.
+Sessions of bookies cut off by a simulated fault: tests/sim/test_sim_zk_sessions.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import random
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import pytest
 from kazoo.client import KazooClient
 
-from harness.sim.cluster import ZK_SESSION_S, SimCluster
 from harness.sim.loop import SimLoop
-from harness.sim.nemesis import SimNemesis
-from harness.sim.net import Network
 from harness.sim.zk import SimZooKeeper
-
-pytestmark = [pytest.mark.sim, pytest.mark.integration]
 
 
 def _outcome(call: Callable[[], Any], root: str) -> Any:
@@ -95,64 +86,3 @@ def test_same_outcomes_as_real_zookeeper(zookeeper: str, ledgers_root: str) -> N
     got = _script(*simulated, root=ledgers_root)
     assert [(i, g, e) for i, (g, e) in enumerate(zip(got, expected, strict=True)) if g != e] == []
     assert "NoChildrenForEphemeralsError" in expected and "BadVersionError" in expected
-
-
-def test_a_bookie_cut_off_longer_than_its_session_timeout_is_unregistered_until_it_is_back(
-    tmp_path: Path,
-) -> None:
-    """A pause or a partition from ZooKeeper shorter than the session timeout keeps a
-    bookie's session (pauses do not add up); a longer one expires it, and the bookie's
-    registration with it; once back in touch it re-registers on a new session, as a real
-    bookie does when kazoo says LOST then CONNECTED."""
-    loop = SimLoop()
-    loop.network = Network(loop, random.Random(0))
-    cluster = SimCluster(loop, tmp_path / "disks", tmp_path / "logs", bookies=3, clients=1)
-    nemesis = SimNemesis(cluster, random.Random(0))
-    seen: dict[str, list[str]] = {}
-
-    def look(moment: str) -> None:
-        children = cluster.zk.get_children("/ledgers/available")
-        seen[moment] = sorted(c.split(":")[0] for c in children if c != "readonly")
-
-    async def fault(f: str, node: str) -> None:
-        await nemesis.invoke({"f": f, "value": {"nodes": [node]}})
-
-    async def scenario() -> None:
-        await cluster.start()
-        look("started")
-        for _ in range(2):  # two pauses of 0.6 timeouts each: 1.2 timeouts, not in a row
-            await fault("pause", "b1")
-            await asyncio.sleep(0.6 * ZK_SESSION_S)
-            await fault("resume", "b1")
-        look("after two short pauses")
-        await fault("pause", "b1")
-        await asyncio.sleep(ZK_SESSION_S - 0.1)
-        look("paused almost a timeout")
-        await asyncio.sleep(0.2)
-        look("paused past the timeout")
-        await fault("resume", "b1")
-        await asyncio.sleep(0.1)
-        look("resumed")
-        await fault("start-partition", "b2")  # isolates b2, from ZooKeeper too
-        await asyncio.sleep(ZK_SESSION_S + 0.1)
-        look("partitioned past the timeout")
-        await fault("stop-partition", "b2")
-        await asyncio.sleep(0.1)
-        look("healed")
-
-    try:
-        loop.run_until_complete(scenario())
-    finally:
-        cluster.stop()
-        loop.run_until_complete(asyncio.sleep(1))
-        loop.close()
-    every = ["b1", "b2", "b3"]
-    assert seen == {
-        "started": every,
-        "after two short pauses": every,
-        "paused almost a timeout": every,
-        "paused past the timeout": ["b2", "b3"],
-        "resumed": every,
-        "partitioned past the timeout": ["b1", "b3"],
-        "healed": every,
-    }

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,45 +21,14 @@ import docker
 import pytest
 
 from bookie_image.image.build import (
-    ImageBuildError,
-    _deb822_stanzas,
     build_image,
-    host_mirror,
-    project_root,
-    source_files,
 )
-from harness.errors import UserError
-from harness.runtime.docker import RUN_LABEL, DockerCluster, docker_client
+from harness.runtime.docker import RUN_LABEL, DockerCluster
 from harness.runtime.zookeeper import four_letter_word
+from tests.helpers.cli import BKCHAOS
+from tests.helpers.docker import labelled
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
-
-BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
-
-
-@pytest.fixture(scope="session")
-def client() -> docker.DockerClient:
-    try:
-        return docker_client(timeout=900)
-    except UserError as exc:
-        pytest.skip(f"no Docker engine: {exc}")
-
-
-@pytest.fixture(scope="session")
-def source_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the source tree, so that edits made meanwhile in a shared working tree
-    neither change the image under test nor force rebuilds."""
-    root, snapshot = project_root(), tmp_path_factory.mktemp("src")
-    for rel in source_files(root):
-        (snapshot / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / rel, snapshot / rel)
-    return snapshot
-
-
-@pytest.fixture(scope="session")
-def image(client: docker.DockerClient, source_snapshot: Path) -> str:
-    """The project image of the tree (built from scratch on a fresh machine)."""
-    return build_image(client, root=source_snapshot).tag
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
@@ -71,15 +39,6 @@ def cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Do
         yield c
 
 
-def labelled(client: docker.DockerClient, run_id: str) -> dict[str, list]:
-    label = {"label": f"{RUN_LABEL}={run_id}"}
-    return {
-        "containers": client.containers.list(all=True, filters=label),
-        "networks": client.networks.list(filters=label),
-        "volumes": client.volumes.list(filters=label),
-    }
-
-
 def container_ip(cluster: DockerCluster, name: str) -> tuple[str, str]:
     container = cluster.client.containers.get(f"{cluster.network_name}-{name}")
     networks = container.attrs["NetworkSettings"]["Networks"]
@@ -87,27 +46,6 @@ def container_ip(cluster: DockerCluster, name: str) -> tuple[str, str]:
 
 
 # ---- the image ---------------------------------------------------------------------------
-
-
-def test_mirror_is_read_from_deb822_and_one_line_sources(tmp_path: Path) -> None:
-    (tmp_path / "sources.list.d").mkdir()
-    (tmp_path / "sources.list.d" / "debian.sources").write_text(
-        "# comment\nTypes: deb\nURIs: http://mirror.example/debian-security\n"
-        "Suites: bookworm-security\nComponents: main\n\n"
-        "Types: deb deb-src\nURIs: http://mirror.example/debian/\n"
-        "Suites: bookworm bookworm-updates\nComponents: main\n"
-    )
-    assert host_mirror("bookworm", tmp_path) == "http://mirror.example/debian"
-    (tmp_path / "sources.list.d" / "debian.sources").unlink()
-    (tmp_path / "sources.list").write_text(
-        "deb [signed-by=/k.gpg] http://one.example/debian bookworm main # note\n"
-    )
-    assert host_mirror("bookworm", tmp_path) == "http://one.example/debian"
-    with pytest.raises(ImageBuildError, match="no Debian trixie mirror"):
-        host_mirror("trixie", tmp_path)
-    assert list(_deb822_stanzas("A: 1\n b\n\n")) == [{"a": "1 b"}]
-    (tmp_path / "sources.list.d").rmdir()  # a host with only the classic file
-    assert host_mirror("bookworm", tmp_path) == "http://one.example/debian"
 
 
 def test_cached_build_reuses_everything(

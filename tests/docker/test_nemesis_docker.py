@@ -22,10 +22,8 @@ from nemesis.clock import ClockNemesis
 from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
 from nemesis.net import PacketNemesis, PartitionNemesis, probe_all
 from nemesis.process import KillNemesis, PauseNemesis
-from tests.integration.test_docker_runtime import client, image, source_snapshot
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
-__all__ = ["client", "image", "source_snapshot"]  # session fixtures, shared
+pytestmark = pytest.mark.timeout(900)
 
 ADD_ONE = """
 import asyncio, sys

@@ -15,7 +15,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,12 +27,11 @@ import pytest
 import checkers
 from harness.bench.detect import BASE, exposing_spec
 from harness.command_line import replay_command
-from tests.integration.test_docker_runtime import client, image, labelled, source_snapshot
+from tests.helpers.cli import BKCHAOS
+from tests.helpers.docker import labelled
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
-__all__ = ["client", "image", "source_snapshot"]  # session fixtures, shared
+pytestmark = pytest.mark.timeout(900)
 
-BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
 SHORT_RUN = ["--time-limit", "20", "--nemesis", "kill,pause", "--nemesis-interval", "3"]
 
 
@@ -192,71 +190,39 @@ def test_every_fault_combined_for_two_minutes_keeps_a_clean_build_valid(
     assert all(not v for v in labelled(client, run_id).values())
 
 
-@pytest.mark.timeout(600)
-def test_partitions_catch_acks_before_the_ack_quorum_within_a_minute(
-    client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
-) -> None:
-    """`--bug lac-before-ack-quorum`: the client acknowledges an add on its first bookie's
-    answer. Partitions let a client taking the ledger over reach the bookies without that
-    one copy while its writer reaches only the bookie with it, so recovery closes the
-    ledger before acknowledged entries: one 60-second run must check invalid with them lost.
-    Takeovers on 3% of ops, not 1%: measured 5 of 5 seeds caught with 3 to 10 lost appends
-    each, against 4 of 5 with 1 to 3 (docs/performance.md)."""
-    code, output, run_id, run_dir = docker_run(
-        source_snapshot,
-        tmp_path / "store",
-        *("--bug", "lac-before-ack-quorum", "--nemesis", "partition", "--nemesis-interval", "2"),
-        *("--bookies", "3", "--concurrency", "8", "--takeovers", "0.03"),
-        *("--time-limit", "60", "--seed", "3"),
-    )
-    results = json.loads((run_dir / "results.json").read_text())
-    assert code == 1, output[-2000:]
-    assert {"lost-append", "truncated-ledger"} <= set(results["anomaly_types"])
-    assert results["checkers"]["nemesis"]["errors"] == []
-    assert "start-partition" in _proven_faults(run_dir / "history.jsonl")
-    assert "invalid" in output.lower()
-    assert all(not v for v in labelled(client, run_id).values())
-
-
 DOCKER_EXPOSERS = {
-    "ensemble-change-drops-pending": ("under-replicated", {"start-packet", "kill"}),
-    "unbounded-no-truncate": ("divergence", {"start-packet"}),
+    "ensemble-change-drops-pending": {"start-packet", "kill"},
+    "unbounded-no-truncate": {"start-packet"},
 }
-"""The seeded bugs whose exposing tests run on docker: the anomaly each must show, and the
-faults its history must prove took effect."""
+"""The seeded bugs whose exposing tests run on docker, and the faults each one's history
+must prove took effect."""
 
 
-@pytest.mark.parametrize("bug_on", [True, False], ids=["bug", "clean twin"])
 @pytest.mark.parametrize("bug", sorted(DOCKER_EXPOSERS))
-def test_the_docker_exposing_tests_catch_their_bugs_and_pass_their_clean_twins(
-    client: docker.DockerClient,
-    image: str,
-    source_snapshot: Path,
-    tmp_path: Path,
-    bug: str,
-    bug_on: bool,
+def test_the_docker_exposing_tests_faults_take_effect_and_a_clean_build_stays_valid(
+    client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path, bug: str
 ) -> None:
-    """Each bug in its exposing test (harness/bench/detect.py, docs/bugs.md), replayed as
-    its `bkchaos test` command line. `ensemble-change-drops-pending`: a bookie's egress
-    throttled (tbf) while its partner is killed, nested every round, leaves entries only the
-    partner had acknowledged pending at the ensemble change; the bug never sends them to the
-    replacement, so the audit finds them short of copies. `unbounded-no-truncate`: two
-    client links throttled (htb + tbf) leave a deposed writer's tail on one bookie, which
-    keeps it without the truncating no-op and answers a read with the old term's entry.
-    The clean twins: valid. Measured 10 of 10 runs each way (docs/performance.md)."""
-    anomaly, faults = DOCKER_EXPOSERS[bug]
+    """Each docker-only bug's exposing test (harness/bench/detect.py, docs/bugs.md),
+    replayed as its `bkchaos test` command line with the bug off (the clean twin): its
+    faults are proven on the containers and a correct build checks valid.
+    `ensemble-change-drops-pending`: a bookie's egress throttled (tbf) while its partner is
+    killed, nested every round. `unbounded-no-truncate`: two client links throttled (htb +
+    tbf) for the whole run.
+
+    That the bug on is caught is asserted where it is deterministic: the shrunk schedules
+    and the shaped links replayed in the simulation (tests/sim/test_sim_faults.py). How
+    often a real docker run catches it is a measurement, `bkchaos bench detect --bugs BUG`
+    (docs/performance.md), not an assertion: a run's catch depends on the machine's speed."""
     store = tmp_path / "store"
-    spec = exposing_spec(bug, 1, str(store), BASE.time_limit)
-    spec = spec if bug_on else replace(spec, bugs=())
+    spec = replace(exposing_spec(bug, 1, str(store), BASE.time_limit), bugs=())
     # A schedule replays from a test.json (as a run's own does); replay_command names it.
     (tmp_path / "test.json").write_text(json.dumps({"schedule": list(spec.schedule)}))
     args = shlex.split(replay_command(spec, tmp_path))[2:]  # its flags, after "bkchaos test"
     code, output, run_id, run_dir = docker_run(source_snapshot, store, *args)
     results = json.loads((run_dir / "results.json").read_text())
-    assert code == (1 if bug_on else 0), (output[-2000:], results["anomaly_types"])
-    assert (anomaly in results["anomaly_types"]) is bug_on
+    assert code == 0, why_not_valid(results, output)
     assert results["checkers"]["nemesis"]["errors"] == []
-    assert faults <= _proven_faults(run_dir / "history.jsonl")
+    assert DOCKER_EXPOSERS[bug] <= _proven_faults(run_dir / "history.jsonl")
     assert all(not v for v in labelled(client, run_id).values())
 
 

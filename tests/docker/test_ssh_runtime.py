@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,10 +25,9 @@ from harness.runner import run_test
 from harness.runtime.docker import RUN_LABEL, gc
 from harness.runtime.ssh import INSTALLED_MARK, SshCluster
 from harness.testspec import TestSpec
-from tests.integration.test_docker_runtime import client, image, source_snapshot
+from tests.helpers.cli import BKCHAOS
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
-__all__ = ["client", "image", "source_snapshot"]  # session fixtures, shared
+pytestmark = pytest.mark.timeout(900)
 
 HOSTS = 5  # zk1, b1-b3, c1
 SSHD = (
@@ -37,7 +35,6 @@ SSHD = (
     "/root/.ssh/authorized_keys && chmod 700 /root/.ssh && chmod 600 /root/.ssh/authorized_keys"
     " && ssh-keygen -A >/dev/null && exec /usr/sbin/sshd -D -e"
 )
-BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
 
 
 def _wait_for_sshd(address: str, key: Path) -> None:

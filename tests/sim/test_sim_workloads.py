@@ -1,21 +1,19 @@
-"""Each new workload, end to end on the local runtime under kills and pauses: a clean
-build must check valid (a false positive is the worst outcome), and the run must have
-done what the workload is for (takeovers, terms, long polls, overlapping recoveries)."""
+"""Each new workload, end to end through `bkchaos test` under kills and pauses, in the
+simulation (the same workload, client and bookie code as real processes, in virtual
+time): a clean build must check valid (a false positive is the worst outcome), and the run
+must have done what the workload is for (takeovers, terms, long polls, overlapping
+recoveries). Kills and pauses of real processes: tests/integration/test_chaos_local.py."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
-BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
+from harness.cli import main
 
 
 def _pairs(history: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -75,16 +73,12 @@ def test_clean_run_under_kills_and_pauses_checks_valid(
 ) -> None:
     store = tmp_path / "store"
     args = ["--workload", workload, "--nemesis", "kill,pause", "--nemesis-interval", "3", *extra]
-    args += ["--runtime", "local", "--time-limit", "15", "--seed", "5"]
-    done = subprocess.run(
-        [*BKCHAOS, "test", "--store", str(store), *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    args += ["--runtime", "sim", "--time-limit", "8", "--seed", "5"]
+    with pytest.raises(SystemExit) as exited:
+        main(["test", "--store", str(store), *args])
     run_dir = (store / "latest").resolve()
     results = json.loads((run_dir / "results.json").read_text())
-    assert done.returncode == 0, (run_dir, results["anomalies"], done.stderr[-2000:])
+    assert exited.value.code == 0, (run_dir, results["anomalies"])
     assert results["valid"] is True
     assert results["stats"]["appends_ok"] > 50
     assert results["checkers"]["nemesis"]["faults"] >= 2

@@ -1,0 +1,1 @@
+"""Helpers shared by test modules of several folders (imported, never collected)."""
