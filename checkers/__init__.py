@@ -8,6 +8,7 @@ from checkers.compose import CHECKERS, check, compose
 from checkers.graph import check_graph
 from checkers.history import History, HistoryError, Op, index_history, read_ops
 from checkers.ledger import FINDERS, check_ledgers
+from checkers.nemesis import check_nemesis
 from checkers.perf import check_perf
 from checkers.replication import check_replication
 from checkers.result import MAX_CASES, merge_valid
@@ -25,6 +26,7 @@ __all__ = [
     "check",
     "check_graph",
     "check_ledgers",
+    "check_nemesis",
     "check_perf",
     "check_replication",
     "check_stats",

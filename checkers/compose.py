@@ -9,9 +9,10 @@ from typing import Any
 from checkers.graph import check_graph
 from checkers.history import History, Op, index_history, ops_from_dicts, read_ops
 from checkers.ledger import check_ledgers
+from checkers.nemesis import check_nemesis
 from checkers.perf import check_perf
 from checkers.replication import check_replication
-from checkers.result import UNKNOWN, merge_valid
+from checkers.result import FORMAT, UNKNOWN, merge_valid
 from checkers.stats import check_stats, summary
 from checkers.stream import check_streams
 
@@ -24,6 +25,7 @@ CHECKERS: dict[str, Checker] = {
     "stream": check_streams,
     "graph": check_graph,
     "replication": check_replication,
+    "nemesis": check_nemesis,
 }
 
 
@@ -43,6 +45,7 @@ def compose(checkers: dict[str, Checker]) -> Checker:
             for name, cases in result.get("anomalies", {}).items():
                 anomalies.setdefault(name, []).extend(cases)
         return {
+            "format": FORMAT,
             "valid": merge_valid(r["valid"] for r in results.values()),
             "anomaly_types": sorted(anomalies),
             "anomalies": anomalies,

@@ -43,6 +43,7 @@ class Value(msgspec.Struct, gc=False):
     lacking: Any = None
     divergent: Any = None
     unbounded: Any = None
+    proof: Any = None  # a nemesis completion's (checkers/nemesis.py)
 
 
 class Op(msgspec.Struct, gc=False):

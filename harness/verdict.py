@@ -28,6 +28,11 @@ def reasons(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         )
         for unchecked in results["checkers"].get("ledger", {}).get("unchecked_why", [])
     ]
+    found += [
+        ("yellow", "nothing to judge", f": {sub['unknown_why']}")
+        for sub in results["checkers"].values()
+        if isinstance(sub, dict) and sub.get("unknown_why")
+    ]
     if results.get("interrupted"):
         found.append(("yellow", "interrupted", ": the final phase did not complete"))
     return found

@@ -176,7 +176,7 @@ def load_run(run_dir: Path) -> Run:
 
 
 _FLAGS = {"write_quorum": "--wq", "ack_quorum": "--aq"}
-_NOT_FLAGS = ("runtime", "argv", "seed")
+_NOT_FLAGS = ("runtime", "argv", "seed", "format")
 
 
 def reproduce_command(test: dict[str, Any], run_dir: Path | None = None) -> str:

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from bookie_image import bugs
-from harness.controller import Controller, RunCounters, Workload
+from checkers.result import FORMAT
+from harness.controller import Controller, Workload
 from harness.generator import Generator
 from harness.history import HistoryWriter
 from harness.runner import WORKLOADS, check_run
@@ -114,7 +115,7 @@ class SimSpec:
         )
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2)
+        return json.dumps({"format": FORMAT, **dataclasses.asdict(self)}, indent=2)
 
 
 @dataclass
@@ -165,7 +166,6 @@ def run_sim(
         faults = ScheduleReplay(tuple(spec.schedule))
     history_path = run_dir / "history.jsonl"
     history_path.unlink(missing_ok=True)
-    counters = RunCounters()
     rng = random.Random(spec.seed)
     loop = SimLoop()
     loop.network = Network(loop, random.Random(rng.getrandbits(64)), spec.latency, spec.loss)
@@ -193,7 +193,6 @@ def run_sim(
                     time_limit=spec.time_limit,
                     op_timeout=spec.op_timeout,
                     rate=spec.rate,
-                    counters=counters,
                     connect=cluster.connect,
                 )
                 loop.run_until_complete(_settled(cluster, controller))
@@ -201,7 +200,7 @@ def run_sim(
             cluster.stop()
             loop.run_until_complete(asyncio.sleep(SETTLE_S))  # let the cancellations land
             loop.close()
-    results = check_run(history_path, counters)
+    results = check_run(history_path)
     results["sim"] = {"simulated_s": round(loop.time(), 6), "loop_errors": len(loop.errors)}
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     if loop.errors:

@@ -157,7 +157,9 @@ class SimNemesis:
                 value.get("grudge", "isolate"), nodes, roles, self.rng, value.get("nodes") or ()
             )
             network.partition(cut)
-            value["grudge"] = proof["grudge"] = {n: sorted(g) for n, g in network.grudge.items()}
+            value["grudge"] = proof["grudge"] = {
+                n: sorted(g) for n, g in sorted(network.grudge.items())
+            }
         elif f == "stop-partition":
             network.partition({})
             proof["grudge"] = {}
