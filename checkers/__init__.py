@@ -1,4 +1,4 @@
-"""bkchaos checkers: pure functions from a history to a result (shared/spec/history.md).
+"""bkchaos checkers: pure functions from a history to a result (docs/history.md).
 
 This package imports nothing else of the project. `check` is the entry point; the
 sub-checkers and the history reader are exported for tools that compose their own.

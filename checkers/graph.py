@@ -1,4 +1,4 @@
-"""Elle-style dependency-graph checker (shared/spec/history.md §4, DESIGN §8).
+"""Elle-style dependency-graph checker (docs/history.md §4, DESIGN §8).
 
 Nodes are calls: appends that did not fail, and ok reads. Edges:
 - ww: successive writers in a ledger's version order (its closed read, else acks and

@@ -1,4 +1,4 @@
-"""Reading and pairing histories (shared/spec/history.md §1-3).
+"""Reading and pairing histories (docs/history.md §1-3).
 
 `read_ops` streams a `history.jsonl` file in chunks decoded by msgspec, so parsing a
 million-op history costs less than the stdlib would; `index_history` pairs invocations

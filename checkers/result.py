@@ -1,4 +1,4 @@
-"""Result shape shared by every checker (shared/spec/history.md §5)."""
+"""Result shape shared by every checker (docs/history.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Writes `history.jsonl` as the test runs (shared/spec/history.md §1).
+"""Writes `history.jsonl` as the test runs (docs/history.md §1).
 
 Each op is one JSON line, written and flushed the moment the controller observes it, so a
 run that crashes or is interrupted still leaves a valid, checkable prefix. `index` counts

@@ -1,6 +1,6 @@
 """Executes workload operations through the ledger client and classifies each outcome.
 
-The classification is the contract of shared/spec/history.md §1 and the reason this module
+The classification is the contract of docs/history.md §1 and the reason this module
 exists: `ok` — it happened and the value says what was observed; `fail` — it definitely did
 not happen and never will; `info` — unknown. Reporting `fail` for something that may still
 happen makes the checker cry wolf (`failed-append-visible`); reporting `ok` for something

@@ -1,6 +1,6 @@
 """Faults inside the simulation, as a `Nemesis` (nemesis/base.py) the controller drives.
 
-The ops and their values are those of the real nemeses (shared/spec/history.md §3), with
+The ops and their values are those of the real nemeses (docs/history.md §3), with
 `value.nodes` naming the targets; each completion carries a `proof` read back from the
 simulation (the grudge in force, bytes a power loss dropped, the bit a corruption flipped).
 

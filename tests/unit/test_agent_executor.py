@@ -1,4 +1,4 @@
-"""The agent's ok / fail / info classification (shared/spec/history.md §1).
+"""The agent's ok / fail / info classification (docs/history.md §1).
 
 The ledger client is replaced by a minimal double here: what is under test is only the
 mapping from an operation's outcome to the history's completion type.

@@ -13,7 +13,7 @@ from harness.cli import main
 
 BKCHAOS = Path(sys.executable).with_name("bkchaos")
 
-# shared/spec/history.md §6, verbatim
+# docs/history.md §6 as the shared contract wrote it (value keys in writing order)
 SPEC_EXAMPLE = """\
 {"index":0,"time":1000,"type":"invoke","process":0,"f":"append","value":{"ledger":7,"payload":"p0"}}
 {"index":1,"time":2500,"type":"ok","process":0,"f":"append","value":{"ledger":7,"payload":"p0","entry":0}}
