@@ -4,7 +4,9 @@ This package imports nothing else of the project. `check` is the entry point; th
 sub-checkers and the history reader are exported for tools that compose their own.
 """
 
+from checkers.availability import check_availability
 from checkers.compose import CHECKERS, check, compose
+from checkers.ensemble import check_ensembles
 from checkers.graph import check_graph
 from checkers.history import History, HistoryError, Op, index_history, read_ops
 from checkers.ledger import FINDERS, check_ledgers
@@ -24,6 +26,8 @@ __all__ = [
     "HistoryError",
     "Op",
     "check",
+    "check_availability",
+    "check_ensembles",
     "check_graph",
     "check_ledgers",
     "check_nemesis",

@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from checkers.availability import check_availability
+from checkers.ensemble import check_ensembles
 from checkers.graph import check_graph
 from checkers.history import History, Op, index_history, ops_from_dicts, read_ops
 from checkers.ledger import check_ledgers
@@ -26,6 +28,8 @@ CHECKERS: dict[str, Checker] = {
     "graph": check_graph,
     "replication": check_replication,
     "nemesis": check_nemesis,
+    "ensemble": check_ensembles,
+    "availability": check_availability,
 }
 
 

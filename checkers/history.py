@@ -48,6 +48,8 @@ class Value(msgspec.Struct, gc=False):
     divergent: Any = None
     unbounded: Any = None
     proof: Any = None  # a nemesis completion's (checkers/nemesis.py)
+    ensembles: Any = None  # create, close, recover: [[first entry, [bookie…]], …]
+    ensemble: Any = None  # create: the ensemble size
 
 
 class Op(msgspec.Struct, gc=False):
@@ -118,6 +120,11 @@ class History:
     closed_errors: dict[Any, str] = field(default_factory=dict)  # ledger -> last failed one's
     streams: dict[Any, tuple[Any, Any]] = field(default_factory=dict)  # ledger -> (s, seq)
     audits: list[Call] = field(default_factory=list)  # ok audits of a ledger's copies
+    closings: dict[Any, list[Call]] = field(
+        default_factory=dict
+    )  # ledger -> closed reads, recovers
+    ensembles: dict[Any, list[tuple[Call, list[list[Any]]]]] = field(default_factory=dict)
+    sizes: dict[Any, int] = field(default_factory=dict)  # ledger -> ensemble size (create)
     ledgers: dict[Any, None] = field(default_factory=dict)  # every ledger, first-seen order
     memo: dict[str, Any] = field(default_factory=dict)  # derived data shared by checkers
 
@@ -263,11 +270,24 @@ def _add(h: History, call: Call, line: int) -> None:
         elif f == "audit" and kind == "ok":
             _audit(h, call)
         elif f == "create" and kind == "ok":
-            ledger = call.done.value.ledger
+            done = call.done.value
+            if not _ledger_id(done.ledger):
+                raise TypeError(f"ledger {done.ledger!r} is neither a 64-bit int nor a string")
+            h.ledgers[done.ledger] = None
+            _stream(h, done.ledger, done)
+            if done.ensemble is not None:
+                if not _int64(done.ensemble):
+                    raise TypeError(f"ensemble size {done.ensemble!r} is not a 64-bit int")
+                h.sizes[done.ledger] = done.ensemble
+            _ensembles(h, done.ledger, call)
+        elif f in ("close", "recover"):
+            ledger = call.inv.value.ledger
             if not _ledger_id(ledger):
                 raise TypeError(f"ledger {ledger!r} is neither a 64-bit int nor a string")
-            h.ledgers[ledger] = None
-            _stream(h, ledger, call.done.value)
+            if f == "recover":
+                h.closings.setdefault(ledger, []).append(call)
+            if kind == "ok":
+                _ensembles(h, ledger, call)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         why = repr(exc) if len(repr(exc)) <= _SHOWN else repr(exc)[:_SHOWN] + "…"
         raise HistoryError(
@@ -280,6 +300,8 @@ def _read(h: History, call: Call, kind: str) -> None:
     if not _ledger_id(ledger):
         raise TypeError(f"ledger {ledger!r} is neither a 64-bit int nor a string")
     h.ledgers[ledger] = None
+    if call.inv.f == "read" and call.inv.value.mode == "closed":
+        h.closings.setdefault(ledger, []).append(call)
     if kind != "ok":
         if call.inv.value.mode == "closed":
             h.closed_errors[ledger] = (call.done.error if call.done else None) or kind
@@ -337,6 +359,24 @@ def _audit(h: History, call: Call) -> None:
         ):
             raise TypeError(f"divergent copies {copies!r} are not [entry, {{bookie: payload}}]")
     h.audits.append(call)
+
+
+def _ensembles(h: History, ledger: Any, call: Call) -> None:
+    """Remember the fragments an ok create, close or recover reports (absent from older
+    histories): [[first entry, [bookie name…]], …]."""
+    fragments = call.done.value.ensembles
+    if fragments is None:
+        return
+    if type(fragments) is not list or not all(
+        type(fragment) is list
+        and len(fragment) == 2
+        and _int64(fragment[0])
+        and type(fragment[1]) is list
+        and all(type(b) is str for b in fragment[1])
+        for fragment in fragments
+    ):
+        raise TypeError(f"ensembles {fragments!r} are not [[first entry, [bookie…]], …]")
+    h.ensembles.setdefault(ledger, []).append((call, fragments))
 
 
 def _int64(n: Any) -> bool:

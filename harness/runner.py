@@ -196,6 +196,7 @@ def run_test(
                 rate=spec.rate,
                 wait_for_cluster=_wait_until_serving(cluster),
                 counters=counters,
+                bookie_names={b.id: b.name for b in cluster.bookies},
             )
             asyncio.run(_with_progress(controller, history, on_progress))
         except KeyboardInterrupt:

@@ -194,6 +194,7 @@ def run_sim(
                     op_timeout=spec.op_timeout,
                     rate=spec.rate,
                     connect=cluster.connect,
+                    bookie_names={b.id: name for name, b in cluster.bookies.items()},
                 )
                 loop.run_until_complete(_settled(cluster, controller))
         finally:

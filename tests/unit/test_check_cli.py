@@ -50,7 +50,8 @@ def test_spec_example_through_the_installed_command(tmp_path) -> None:
     assert result["stats"] == {"ops": 6, "invoke": 3, "ok": 2, "fail": 0, "info": 1,
                                "ledgers": 1, "unchecked_ledgers": [], "appends_ok": 1}  # fmt: skip
     assert set(result["checkers"]) == {
-        "stats", "perf", "ledger", "stream", "graph", "replication", "nemesis"
+        "stats", "perf", "ledger", "stream", "graph", "replication", "nemesis", "ensemble",
+        "availability",
     }  # fmt: skip
     assert all("valid" in r for r in result["checkers"].values())
 
