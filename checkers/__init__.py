@@ -5,7 +5,7 @@ sub-checkers and the history reader are exported for tools that compose their ow
 """
 
 from checkers.availability import check_availability
-from checkers.compose import CHECKERS, check, compose
+from checkers.compose import CHECKERS, check, compose, root_first
 from checkers.ensemble import check_ensembles
 from checkers.graph import check_graph
 from checkers.history import History, HistoryError, Op, index_history, read_ops
@@ -39,5 +39,6 @@ __all__ = [
     "index_history",
     "merge_valid",
     "read_ops",
+    "root_first",
     "synthesize",
 ]

@@ -10,7 +10,7 @@ from checkers.availability import check_availability
 from checkers.ensemble import check_ensembles
 from checkers.graph import check_graph
 from checkers.history import History, Op, index_history, ops_from_dicts, read_ops
-from checkers.ledger import check_ledgers
+from checkers.ledger import FINDERS, check_ledgers
 from checkers.nemesis import check_nemesis
 from checkers.perf import check_perf
 from checkers.replication import check_replication
@@ -31,6 +31,18 @@ CHECKERS: dict[str, Checker] = {
     "ensemble": check_ensembles,
     "availability": check_availability,
 }
+
+
+ROOTS = (*FINDERS, "under-replicated", "bad-ensemble", "unreadable-after-heal", "realtime-order")
+"""Anomalies that say what went wrong with a ledger or stream, in the order to read them."""
+
+
+def root_first(names: Iterable[str]) -> list[str]:
+    """Anomaly names in reading order: root (per-ledger) anomalies first, then the rest,
+    dependency cycles (G…) last, since a cycle often restates a root one. `anomaly_types`
+    itself stays sorted (docs/history.md §5)."""
+    rank = {name: n for n, name in enumerate(ROOTS)}
+    return sorted(names, key=lambda n: (n.startswith("G"), rank.get(n, len(rank)), n))
 
 
 def compose(checkers: dict[str, Checker]) -> Checker:

@@ -36,7 +36,10 @@ def unproven(h: History) -> list[str]:
 
 
 def check_nemesis(h: History) -> dict[str, Any]:
-    """`unknown` when a fault (or the final heal) is unproven, naming each; else valid."""
+    """`unknown` when a fault (or the final heal) is unproven, naming each; else valid.
+    `faults` counts the nemesis ops that took effect (starts and stops)."""
     errors = unproven(h)
-    faults = sum(1 for c in h.nemesis if not is_healing(c.inv.f))
+    faults = sum(  # nemesis ops that took effect, the final heal aside
+        1 for c in h.nemesis if c.inv.f != "heal" and c.done is not None and c.done.error is None
+    )
     return {"valid": UNKNOWN if errors else True, "faults": faults, "errors": errors}

@@ -116,6 +116,7 @@ def _write_run(results_path: Path, text: str) -> None:
 
 def _summary(history: Path, result: dict[str, Any]) -> str:
     """A few readable lines: verdict, counts, examples of each anomaly, why unknown."""
+    from checkers import root_first
     from harness.verdict import reasons
 
     s = result["stats"]
@@ -126,9 +127,11 @@ def _summary(history: Path, result: dict[str, Any]) -> str:
     ]
     if s["unchecked_ledgers"]:
         lines.append(f"  unchecked (no closed read): ledgers {s['unchecked_ledgers']}")
-    for name in result["anomaly_types"]:
+    for name in root_first(result["anomaly_types"]):
         cases = result["anomalies"][name]
-        lines.append(f"  {name}: {len(cases)} case(s)")
+        derived = sum(1 for c in cases if c.get("derived_from"))
+        restated = f", {derived} only restating lost appends" if derived else ""
+        lines.append(f"  {name}: {len(cases)} case(s){restated}")
         lines += [f"    - {c['explanation']} (ops {c['ops']})" for c in cases[:_SHOWN]]
     lines += [
         f"  {head}{rest}"
