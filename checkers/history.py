@@ -242,8 +242,8 @@ def _add(h: History, call: Call, line: int) -> None:
             if type(payload) is not str:
                 raise TypeError(f"payload {payload!r} is not a string")
             asked = inv.value.ledger
-            if asked is not None and not _ledger_id(asked):
-                raise TypeError(f"ledger {asked!r} is neither a 64-bit int nor a string")
+            if asked is not None:
+                _check_ledger(asked)
             if kind == "ok":
                 done = call.done.value
                 ledger, entry = done.ledger, done.entry
@@ -271,8 +271,7 @@ def _add(h: History, call: Call, line: int) -> None:
             _audit(h, call)
         elif f == "create" and kind == "ok":
             done = call.done.value
-            if not _ledger_id(done.ledger):
-                raise TypeError(f"ledger {done.ledger!r} is neither a 64-bit int nor a string")
+            _check_ledger(done.ledger)
             h.ledgers[done.ledger] = None
             _stream(h, done.ledger, done)
             if done.ensemble is not None:
@@ -281,9 +280,7 @@ def _add(h: History, call: Call, line: int) -> None:
                 h.sizes[done.ledger] = done.ensemble
             _ensembles(h, done.ledger, call)
         elif f in ("close", "recover"):
-            ledger = call.inv.value.ledger
-            if not _ledger_id(ledger):
-                raise TypeError(f"ledger {ledger!r} is neither a 64-bit int nor a string")
+            ledger = _check_ledger(call.inv.value.ledger)
             if f == "recover":
                 h.closings.setdefault(ledger, []).append(call)
             if kind == "ok":
@@ -296,9 +293,7 @@ def _add(h: History, call: Call, line: int) -> None:
 
 
 def _read(h: History, call: Call, kind: str) -> None:
-    ledger = call.inv.value.ledger
-    if not _ledger_id(ledger):
-        raise TypeError(f"ledger {ledger!r} is neither a 64-bit int nor a string")
+    ledger = _check_ledger(call.inv.value.ledger)
     h.ledgers[ledger] = None
     if call.inv.f == "read" and call.inv.value.mode == "closed":
         h.closings.setdefault(ledger, []).append(call)
@@ -332,8 +327,7 @@ def _audit(h: History, call: Call) -> None:
     [entry, {bookie: payload or null}]s and whether the ledger is unbounded (both absent
     from histories recorded before the audit compared copies)."""
     done = call.done.value
-    if not _ledger_id(done.ledger):
-        raise TypeError(f"ledger {done.ledger!r} is neither a 64-bit int nor a string")
+    _check_ledger(done.ledger)
     numbers = (done.last_entry, done.wq, done.aq)
     if not all(map(_int64, numbers)) or type(done.lacking) is not list:
         raise TypeError(f"last_entry, wq, aq {numbers!r} or lacking {done.lacking!r} is wrong")
@@ -386,6 +380,12 @@ def _int64(n: Any) -> bool:
 def _ledger_id(ledger: Any) -> bool:
     """A ledger id: a 64-bit int, or a string (a BP-35 qualified name)."""
     return type(ledger) is str or _int64(ledger)
+
+
+def _check_ledger(ledger: Any) -> Any:
+    if not _ledger_id(ledger):
+        raise TypeError(f"ledger {ledger!r} is neither a 64-bit int nor a string")
+    return ledger
 
 
 def _stream(h: History, ledger: Any, value: Value) -> None:
