@@ -156,7 +156,7 @@ def _anomalies(run: Run, faults: list[Fault]) -> list[dict[str, Any]]:
                 {
                     "where": where,
                     "explanation": c.get("explanation", ""),
-                    "steps": [e.get("step", "") for e in edges] if edges else [],
+                    "steps": _steps(c, edges),
                     "derived": _derived(c.get("derived_from")),
                     "ops": _ints(c.get("ops")),
                     "timeline": _ints(c.get("ops")) + [f.index for f in during],
@@ -182,6 +182,16 @@ def _edges(case: dict[str, Any]) -> list[dict[str, Any]]:
     ):
         return []
     return edges
+
+
+def _steps(case: dict[str, Any], edges: list[dict[str, Any]]) -> list[str]:
+    """A cycle's sentences, one per edge (results written before edges carried their
+    `step` have them joined by "; " in the explanation)."""
+    if not edges:
+        return []
+    if all(isinstance(e.get("step"), str) for e in edges):
+        return [e["step"] for e in edges]
+    return str(case.get("explanation", "")).split("; ")
 
 
 def _derived(derived_from: Any) -> str:
