@@ -59,14 +59,18 @@ def check(target: Path, as_json: bool, out: Path | None, write: bool) -> int:
     if write:
         result = kept_from(stored, result)
     text = json.dumps(result, indent=2)
-    if out is not None:
-        out.write_text(text + "\n")
-    if write:
-        _write_run(stored_path, text)
+    try:
+        if out is not None:
+            out.write_text(text + "\n")
+        if write:
+            _write_run(stored_path, text)
+    except OSError as exc:
+        raise UserError(f"cannot write the result ({exc}); pass --out FILE elsewhere") from exc
     click.echo(text if as_json else _summary(history, result))
-    if not write and stored is not None and stored.get("valid") != result["valid"]:
+    said = stored.get("valid") if stored is not None else None
+    if not write and said in (True, False, "unknown") and said != result["valid"]:
         click.echo(
-            f"note: {stored_path} says {VERDICTS.get(stored.get('valid'), '?')}; this check "
+            f"note: {stored_path} says {VERDICTS[said]}; this check "
             f"says {VERDICTS[result['valid']]} (--write updates it)",
             err=True,
         )
@@ -93,9 +97,10 @@ def kept_from(stored: dict[str, Any] | None, fresh: dict[str, Any]) -> dict[str,
     if stored is None:
         return fresh
     merged = {**fresh, **{k: v for k, v in stored.items() if k not in fresh}}
+    subs = stored.get("checkers")
     kept = {
         name: sub
-        for name, sub in (stored.get("checkers") or {}).items()
+        for name, sub in (subs.items() if isinstance(subs, dict) else ())
         if name not in fresh["checkers"] and isinstance(sub, dict)
     }
     merged["checkers"] = {**fresh["checkers"], **kept}

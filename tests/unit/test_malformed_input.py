@@ -139,11 +139,17 @@ VALID_RESULTS = json.dumps(
 )
 @example(body=NOT_UTF8, results=VALID_RESULTS)
 @example(body=lines(GOOD)[:-9], results=VALID_RESULTS)  # a cut last line
+@example(body=lines(GOOD), results='{"valid": [1], "checkers": [2], "sim": {}}')
 def test_report_never_crashes_on_random_input(tmp_path_factory, body, results) -> None:
     """Random histories with the results.json `check --write` leaves, a well-formed one
     that does not match the history, or random JSON."""
     run_dir = tmp_path_factory.mktemp("run")
     (run_dir / "history.jsonl").write_bytes(body)
+    if results != "check":  # check --write keeps what it can of a results.json it finds
+        (run_dir / "results.json").write_text(results)
+        assert run(["check", str(run_dir)]) in OUTCOMES
+        assert run(["check", str(run_dir), "--write"]) in OUTCOMES
+        (run_dir / "results.json").write_text(results)
     if results == "check":
         assert run(["check", str(run_dir), "--write"]) in OUTCOMES
     else:
