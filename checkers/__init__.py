@@ -1,13 +1,16 @@
-"""bkchaos checkers: pure functions from a history to a result (shared/spec/history.md).
+"""bkchaos checkers: pure functions from a history to a result (docs/history.md).
 
 This package imports nothing else of the project. `check` is the entry point; the
 sub-checkers and the history reader are exported for tools that compose their own.
 """
 
-from checkers.compose import CHECKERS, check, compose
+from checkers.availability import check_availability
+from checkers.compose import CHECKERS, check, compose, root_first
+from checkers.ensemble import check_ensembles
 from checkers.graph import check_graph
 from checkers.history import History, HistoryError, Op, index_history, read_ops
 from checkers.ledger import FINDERS, check_ledgers
+from checkers.nemesis import check_nemesis
 from checkers.perf import check_perf
 from checkers.replication import check_replication
 from checkers.result import MAX_CASES, merge_valid
@@ -23,8 +26,11 @@ __all__ = [
     "HistoryError",
     "Op",
     "check",
+    "check_availability",
+    "check_ensembles",
     "check_graph",
     "check_ledgers",
+    "check_nemesis",
     "check_perf",
     "check_replication",
     "check_stats",
@@ -33,5 +39,6 @@ __all__ = [
     "index_history",
     "merge_valid",
     "read_ops",
+    "root_first",
     "synthesize",
 ]

@@ -8,12 +8,15 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from checkers.availability import check_availability
+from checkers.ensemble import check_ensembles
 from checkers.graph import check_graph
 from checkers.history import History, Op, index_history, ops_from_dicts, read_ops
-from checkers.ledger import check_ledgers
+from checkers.ledger import FINDERS, check_ledgers
+from checkers.nemesis import check_nemesis
 from checkers.perf import check_perf
 from checkers.replication import check_replication
-from checkers.result import UNKNOWN, merge_valid
+from checkers.result import FORMAT, UNKNOWN, merge_valid
 from checkers.stats import check_stats, summary
 from checkers.stream import check_streams
 
@@ -26,6 +29,9 @@ CHECKERS: dict[str, Checker] = {
     "stream": check_streams,
     "graph": check_graph,
     "replication": check_replication,
+    "nemesis": check_nemesis,
+    "ensemble": check_ensembles,
+    "availability": check_availability,
 }
 
 
@@ -53,6 +59,18 @@ def _unusable(reason: str) -> Checker:
     return check
 
 
+ROOTS = (*FINDERS, "under-replicated", "bad-ensemble", "unreadable-after-heal", "realtime-order")
+"""Anomalies that say what went wrong with a ledger or stream, in the order to read them."""
+
+
+def root_first(names: Iterable[str]) -> list[str]:
+    """Anomaly names in reading order: root (per-ledger) anomalies first, then the rest,
+    dependency cycles (G…) last, since a cycle often restates a root one. `anomaly_types`
+    itself stays sorted (docs/history.md §5)."""
+    rank = {name: n for n, name in enumerate(ROOTS)}
+    return sorted(names, key=lambda n: (n.startswith("G"), rank.get(n, len(rank)), n))
+
+
 def compose(checkers: dict[str, Checker]) -> Checker:
     """One checker running named sub-checkers; a sub-checker that raises is reported
     as `unknown` with its error, never a crash, and the others still run."""
@@ -69,6 +87,7 @@ def compose(checkers: dict[str, Checker]) -> Checker:
             for name, cases in result.get("anomalies", {}).items():
                 anomalies.setdefault(name, []).extend(cases)
         return {
+            "format": FORMAT,
             "valid": merge_valid(r["valid"] for r in results.values()),
             "anomaly_types": sorted(anomalies),
             "anomalies": anomalies,

@@ -1,4 +1,4 @@
-"""Elle-style dependency-graph checker (shared/spec/history.md §4, DESIGN §8).
+"""Elle-style dependency-graph checker (docs/history.md §4, DESIGN §8).
 
 Nodes are calls: appends that did not fail, and ok reads. Edges:
 - ww: successive writers in a ledger's version order (its closed read, else acks and
@@ -17,7 +17,10 @@ come back from its highest call to its lowest, the cycle must cross every positi
 between on a backward edge). Only the calls in the merged spans of backward data edges
 go into the networkx graph, with realtime edges linked to the frontier of latest
 completions (Elle's trick); its strongly connected components are then each explained
-by one shortest cycle found by BFS.
+by one short cycle (`shortest_cycle`: BFS from its first nodes, detours replaced by
+direct edges, realtime ones included), one sentence per step. A cycle whose rw edges
+all come from a ledger's authoritative closed read only restates the lost appends they
+rest on: its case says so (`derived_from`).
 """
 
 from __future__ import annotations
@@ -140,13 +143,23 @@ def _add_window(g: nx.DiGraph, calls: list[Call], edges: list[Edge]) -> None:
             frontier[c.inv.index] = c
 
 
-def _short_cycle(g: nx.DiGraph, component: set[int]) -> list[int]:
-    """A shortest cycle through one node of a strongly connected component (BFS)."""
-    start = min(component)
+START_LIMIT = 20
+"""BFS starts per strongly connected component: the shortest cycle through any of its
+first nodes (by index) is searched for, then shortened by direct edges."""
+SHORTCUT_LIMIT = 200
+"""Cycles longer than this are reported as found (shortening one is cubic in its length)."""
+
+
+def _cycle_through(g: nx.DiGraph, component: set[int], start: int, below: int) -> list[int]:
+    """A shortest cycle through `start` within `component` with fewer than `below` edges
+    (BFS), or [] if there is none that short."""
     parent: dict[int, int] = {start: start}
+    depth = {start: 0}
     queue = deque([start])
     while queue:
         u = queue.popleft()
+        if depth[u] + 1 >= below:
+            return []
         for v in g.successors(u):
             if v == start:
                 path = [u]
@@ -155,8 +168,63 @@ def _short_cycle(g: nx.DiGraph, component: set[int]) -> list[int]:
                 return path[::-1]
             if v in component and v not in parent:
                 parent[v] = u
+                depth[v] = depth[u] + 1
                 queue.append(v)
-    raise AssertionError("a strongly connected component has a cycle")  # pragma: no cover
+    return []
+
+
+def _realtime(u: Call, v: Call) -> bool:
+    """u completed ok before v was invoked: a realtime dependency, edge or not."""
+    return u.type == "ok" and u.done.index < v.inv.index
+
+
+def _hop(g: nx.DiGraph, calls: dict[int, Call], u: int, v: int) -> dict[str, Any] | None:
+    """The edge u -> v: the graph's, or a realtime one the graph only implies (its
+    realtime edges link each call to the frontier of latest completions, Elle's trick)."""
+    if g.has_edge(u, v):
+        return g.edges[u, v]
+    if _realtime(calls[u], calls[v]):
+        return {"kind": "realtime", "why": (), "calls": (calls[u], calls[v])}
+    return None
+
+
+def _shortcut(g: nx.DiGraph, calls: dict[int, Call], cycle: list[int]) -> list[int]:
+    """The cycle with every detour replaced by a direct edge where one exists, farthest
+    jumps first: a lost append acknowledged long before the closed read that missed it is
+    two steps (realtime, rw), not a chain of realtime hops through everything between."""
+    if len(cycle) > SHORTCUT_LIMIT:
+        return cycle
+    shortened = True
+    while shortened and len(cycle) > 2:
+        shortened = False
+        k = len(cycle)
+        for i in range(k):
+            for skip in range(k - 1, 1, -1):
+                if _hop(g, calls, cycle[i], cycle[(i + skip) % k]) is not None:
+                    cycle = [cycle[(i + t) % k] for t in (0, *range(skip, k))]
+                    shortened = True
+                    break
+            if shortened:
+                break
+    return cycle
+
+
+def shortest_cycle(g: nx.DiGraph, calls: dict[int, Call], component: set[int]) -> list[int]:
+    """A shortest cycle of a strongly connected component, as Elle reports one: BFS from
+    its first START_LIMIT nodes, each cycle shortened by direct edges, the shortest kept
+    (ties: the one through the lowest index)."""
+    best: list[int] = []
+    for start in sorted(component)[:START_LIMIT]:
+        cycle = _cycle_through(g, component, start, len(best) or len(component) + 1)
+        if cycle:
+            cycle = _shortcut(g, calls, cycle)
+            if not best or len(cycle) < len(best):
+                best = cycle
+            if len(best) == 2:
+                break
+    if not best:
+        raise AssertionError("a strongly connected component has a cycle")  # pragma: no cover
+    return best
 
 
 def classify(kinds: list[str]) -> str:
@@ -193,20 +261,35 @@ def _because(kind: str, why: tuple[Any, ...], u: Call, v: Call) -> str:
     return f"{a} completed (op {u.done.index}) before {b} was invoked (realtime)"
 
 
-def _cycle_case(g: nx.DiGraph, cycle: list[int]) -> tuple[str, Case]:
-    hops = [g.edges[u, v] for u, v in zip(cycle, cycle[1:] + cycle[:1], strict=True)]
+def _cycle_case(
+    g: nx.DiGraph, calls: dict[int, Call], cycle: list[int], auth: dict[Any, Content]
+) -> tuple[str, Case]:
+    hops = [_hop(g, calls, u, v) for u, v in zip(cycle, cycle[1:] + cycle[:1], strict=True)]
     steps = [
         f"{_describe(e['calls'][0])} precedes {_describe(e['calls'][1])}: "
         f"{_because(e['kind'], e['why'], *e['calls'])}"
         for e in hops
     ]
     name = classify([e["kind"] for e in hops])
+    where: dict[str, Any] = {}
+    rws = [e for e in hops if e["kind"] == "rw"]
+    if rws and all(auth[e["why"][0]].read.call is e["calls"][0] for e in rws):
+        # each rw edge is an acked append its ledger's closed content lacks: lost-append
+        where["derived_from"] = [
+            {"anomaly": "lost-append", "ledger": e["why"][0], "entry": e["why"][1]} for e in rws
+        ]
     return name, case(
         "; ".join(steps) + ": a contradiction!",
         sorted(i for e in hops for i in e["calls"][0].ops),
+        **where,
         cycle=[
-            {"from": e["calls"][0].inv.index, "to": e["calls"][1].inv.index, "kind": e["kind"]}
-            for e in hops
+            {
+                "from": e["calls"][0].inv.index,
+                "to": e["calls"][1].inv.index,
+                "kind": e["kind"],
+                "step": step,
+            }
+            for e, step in zip(hops, steps, strict=True)
         ],
     )
 
@@ -236,10 +319,12 @@ def check_graph(h: History) -> dict[str, Any]:
     g = nx.DiGraph()
     for calls, window_edges in zip(members, inside, strict=True):
         _add_window(g, calls, window_edges)
+    calls = {c.inv.index: c for window in members for c in window}
     found: dict[str, list[Case]] = {}
     for component in nx.strongly_connected_components(g):
         if len(component) > 1:
-            name, c = _cycle_case(g, _short_cycle(g, component))
+            cycle = shortest_cycle(g, calls, component)
+            name, c = _cycle_case(g, calls, cycle, auth)
             found.setdefault(name, []).append(c)
     result = collect({name: iter(cases) for name, cases in sorted(found.items())})
     result.update(nodes=len(eligible), data_edges=len(edges), windows=len(spans))

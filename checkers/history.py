@@ -1,4 +1,4 @@
-"""Reading and pairing histories (shared/spec/history.md §1-3).
+"""Reading and pairing histories (docs/history.md §1-3).
 
 `read_ops` streams a `history.jsonl` file in chunks decoded by msgspec, so parsing a
 million-op history costs less than the stdlib would; `index_history` pairs invocations
@@ -12,12 +12,16 @@ import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 NEMESIS = "nemesis"
 _CHUNK = 1 << 22
+_SHOWN = 300  # characters of a malformed value quoted in an error
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
+"""Every integer of a history is 64-bit (docs/history.md §1): ids, entries, times."""
 
 
 class HistoryError(ValueError):
@@ -43,15 +47,18 @@ class Value(msgspec.Struct, gc=False):
     lacking: Any = None
     divergent: Any = None
     unbounded: Any = None
+    proof: Any = None  # a nemesis completion's (checkers/nemesis.py)
+    ensembles: Any = None  # create, close, recover: [[first entry, [bookie…]], …]
+    ensemble: Any = None  # create: the ensemble size
 
 
 class Op(msgspec.Struct, gc=False):
     """One history line, validated by type on decode."""
 
-    index: int
-    time: int
+    index: Int64
+    time: Int64
     type: Literal["invoke", "ok", "fail", "info"]
-    process: int | str
+    process: Int64 | str
     f: str
     value: Value | None = None
     error: str | None = None
@@ -113,6 +120,11 @@ class History:
     closed_errors: dict[Any, str] = field(default_factory=dict)  # ledger -> last failed one's
     streams: dict[Any, tuple[Any, Any]] = field(default_factory=dict)  # ledger -> (s, seq)
     audits: list[Call] = field(default_factory=list)  # ok audits of a ledger's copies
+    closings: dict[Any, list[Call]] = field(
+        default_factory=dict
+    )  # ledger -> closed reads, recovers
+    ensembles: dict[Any, list[tuple[Call, list[list[Any]]]]] = field(default_factory=dict)
+    sizes: dict[Any, int] = field(default_factory=dict)  # ledger -> ensemble size (create)
     ledgers: dict[Any, None] = field(default_factory=dict)  # every ledger, first-seen order
     memo: dict[str, Any] = field(default_factory=dict)  # derived data shared by checkers
 
@@ -154,15 +166,18 @@ def _decode(body: bytes, first_line: int) -> list[Op]:
         ops = _DECODER.decode_lines(body)
         if len(ops) == body.count(b"\n") + (not body.endswith(b"\n")):
             return ops
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         pass
     for number, text in enumerate(body.split(b"\n")[: body.count(b"\n") or 1], first_line):
         try:
             _DECODER.decode(text)
+        except UnicodeDecodeError as exc:
+            raise HistoryError(f"line {number}: not UTF-8: {exc}") from exc
         except msgspec.DecodeError as exc:
             what = "not an op" if isinstance(exc, msgspec.ValidationError) else "bad JSON"
             raise HistoryError(f"line {number}: {what}: {exc}") from exc
-    raise AssertionError("decode_lines failed but every line decodes")  # pragma: no cover
+    last = first_line + body.count(b"\n") - 1
+    raise HistoryError(f"lines {first_line}-{last}: not one op per line")
 
 
 def ops_from_dicts(ops: Iterable[dict[str, Any] | Op]) -> Iterator[Op]:
@@ -226,10 +241,13 @@ def _add(h: History, call: Call, line: int) -> None:
             payload = inv.value.payload
             if type(payload) is not str:
                 raise TypeError(f"payload {payload!r} is not a string")
+            asked = inv.value.ledger
+            if asked is not None:
+                _check_ledger(asked)
             if kind == "ok":
                 done = call.done.value
                 ledger, entry = done.ledger, done.entry
-                if type(entry) is not int or ledger is None:
+                if not (_int64(entry) and _ledger_id(ledger)):
                     raise TypeError(f"ledger {ledger!r} or entry {entry!r} is mistyped")
                 a = Append(payload, ledger, entry, kind, call)
                 acked = h.acked.get(ledger)
@@ -240,10 +258,9 @@ def _add(h: History, call: Call, line: int) -> None:
                 else:
                     acked.append(a)
             else:
-                ledger = inv.value.ledger
-                a = Append(payload, ledger, None, kind, call)
-                if ledger is not None:
-                    h.ledgers[ledger] = None
+                a = Append(payload, asked, None, kind, call)
+                if asked is not None:
+                    h.ledgers[asked] = None
             if payload not in h.appends:
                 h.appends[payload] = a
             if kind != "fail":
@@ -253,30 +270,41 @@ def _add(h: History, call: Call, line: int) -> None:
         elif f == "audit" and kind == "ok":
             _audit(h, call)
         elif f == "create" and kind == "ok":
-            ledger = call.done.value.ledger
-            if ledger is None:
-                raise KeyError("ledger")
-            h.ledgers[ledger] = None
-            _stream(h, ledger, call.done.value)
+            done = call.done.value
+            _check_ledger(done.ledger)
+            h.ledgers[done.ledger] = None
+            _stream(h, done.ledger, done)
+            if done.ensemble is not None:
+                if not _int64(done.ensemble):
+                    raise TypeError(f"ensemble size {done.ensemble!r} is not a 64-bit int")
+                h.sizes[done.ledger] = done.ensemble
+            _ensembles(h, done.ledger, call)
+        elif f in ("close", "recover"):
+            ledger = _check_ledger(call.inv.value.ledger)
+            if f == "recover":
+                h.closings.setdefault(ledger, []).append(call)
+            if kind == "ok":
+                _ensembles(h, ledger, call)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        why = repr(exc) if len(repr(exc)) <= _SHOWN else repr(exc)[:_SHOWN] + "…"
         raise HistoryError(
-            f"line {line}: op {call.ops[-1]} ({f}) has a malformed value: {exc!r}"
+            f"line {line}: op {call.ops[-1]} ({f}) has a malformed value: {why}"
         ) from exc
 
 
 def _read(h: History, call: Call, kind: str) -> None:
-    ledger = call.inv.value.ledger
-    if ledger is None:
-        raise KeyError("ledger")
+    ledger = _check_ledger(call.inv.value.ledger)
     h.ledgers[ledger] = None
+    if call.inv.f == "read" and call.inv.value.mode == "closed":
+        h.closings.setdefault(ledger, []).append(call)
     if kind != "ok":
         if call.inv.value.mode == "closed":
             h.closed_errors[ledger] = (call.done.error if call.done else None) or kind
         return
     done = call.done.value
     lac = done.lac
-    if type(lac) is not int:
-        raise TypeError(f"lac {lac!r} is not an int")
+    if not _int64(lac):
+        raise TypeError(f"lac {lac!r} is not a 64-bit int")
     if call.inv.f == "read-lac":
         h.reads.append(Read(ledger, "lac", lac, None, call))
         return
@@ -285,8 +313,8 @@ def _read(h: History, call: Call, kind: str) -> None:
     if mode not in ("tail", "closed") or type(entries) is not list:
         raise TypeError(f"mode {mode!r} or entries {entries!r} is wrong")
     for e, p in entries:
-        if not isinstance(e, int) or not isinstance(p, str):
-            raise TypeError(f"entry {[e, p]!r} is not [int, str]")
+        if not _int64(e) or type(p) is not str:
+            raise TypeError(f"entry {[e, p]!r} is not [64-bit int, str]")
     r = Read(ledger, mode, lac, entries, call)
     h.reads.append(r)
     h.nodes.append(call)
@@ -299,16 +327,15 @@ def _audit(h: History, call: Call) -> None:
     [entry, {bookie: payload or null}]s and whether the ledger is unbounded (both absent
     from histories recorded before the audit compared copies)."""
     done = call.done.value
-    if done.ledger is None:
-        raise KeyError("ledger")
+    _check_ledger(done.ledger)
     numbers = (done.last_entry, done.wq, done.aq)
-    if any(type(n) is not int for n in numbers) or type(done.lacking) is not list:
+    if not all(map(_int64, numbers)) or type(done.lacking) is not list:
         raise TypeError(f"last_entry, wq, aq {numbers!r} or lacking {done.lacking!r} is wrong")
     for lack in done.lacking:
         if not (
             type(lack) is list
             and len(lack) == 3
-            and type(lack[0]) is int
+            and _int64(lack[0])
             and all(type(b) is list and all(type(x) is str for x in b) for b in lack[1:])
         ):
             raise TypeError(f"lacking copy {lack!r} is not [entry, [bookie…], [bookie…]]")
@@ -320,7 +347,7 @@ def _audit(h: History, call: Call) -> None:
         if not (
             type(copies) is list
             and len(copies) == 2
-            and type(copies[0]) is int
+            and _int64(copies[0])
             and type(copies[1]) is dict
             and all(p is None or type(p) is str for p in copies[1].values())
         ):
@@ -328,7 +355,44 @@ def _audit(h: History, call: Call) -> None:
     h.audits.append(call)
 
 
+def _ensembles(h: History, ledger: Any, call: Call) -> None:
+    """Remember the fragments an ok create, close or recover reports (absent from older
+    histories): [[first entry, [bookie name…]], …]."""
+    fragments = call.done.value.ensembles
+    if fragments is None:
+        return
+    if type(fragments) is not list or not all(
+        type(fragment) is list
+        and len(fragment) == 2
+        and _int64(fragment[0])
+        and type(fragment[1]) is list
+        and all(type(b) is str for b in fragment[1])
+        for fragment in fragments
+    ):
+        raise TypeError(f"ensembles {fragments!r} are not [[first entry, [bookie…]], …]")
+    h.ensembles.setdefault(ledger, []).append((call, fragments))
+
+
+def _int64(n: Any) -> bool:
+    return type(n) is int and INT64_MIN <= n <= INT64_MAX
+
+
+def _ledger_id(ledger: Any) -> bool:
+    """A ledger id: a 64-bit int, or a string (a BP-35 qualified name)."""
+    return type(ledger) is str or _int64(ledger)
+
+
+def _check_ledger(ledger: Any) -> Any:
+    if not _ledger_id(ledger):
+        raise TypeError(f"ledger {ledger!r} is neither a 64-bit int nor a string")
+    return ledger
+
+
 def _stream(h: History, ledger: Any, value: Value) -> None:
     """Remember which stream a ledger belongs to, and its position (seq) in it."""
+    if type(value.stream) not in (type(None), str, int):
+        raise TypeError(f"stream {value.stream!r} is neither a string nor an int")
+    if value.seq is not None and not _int64(value.seq):
+        raise TypeError(f"seq {value.seq!r} is not a 64-bit int")
     if value.stream is not None and h.streams.get(ledger, (None, None))[1] is None:
         h.streams[ledger] = (value.stream, value.seq)

@@ -1,4 +1,4 @@
-"""Per-ledger anomalies (shared/spec/history.md §4), one linear scan each.
+"""Per-ledger anomalies (docs/history.md §4), one linear scan each.
 
 Each finder takes the indexed history and the authoritative content of every checked
 ledger, and yields anomaly cases; its docstring is the definition it checks. `info`

@@ -8,13 +8,13 @@ back to its write set before it closes the ledger, so each entry up to a closed 
 last is on AQ bookies of the write set its metadata names. A ledger that falls short is
 what BookKeeper's auditor calls *under-replicated*.
 
-The final phase audits the copies (`audit` ops: shared/spec/history.md allows ops of
-the project's own): each bookie of each entry's write set is asked for it, and says it
-has it, says it has not ("no such entry"), or says nothing (no answer, an error, a copy
-that fails its digest). An entry is `under-replicated` when so many bookies say they have
-not that fewer than AQ can hold it, whatever the silent ones hold. Unbounded ledgers are
-not judged for it: terms end in truncating no-ops, and which copies such a ledger must
-keep is reference 000's protocol, which this checker does not model.
+The final phase audits the copies (`audit` ops, docs/history.md §2): each bookie of each
+entry's write set is asked for it, and says it has it, says it has not ("no such
+entry"), or says nothing (no answer, an error, a copy that fails its digest). An entry
+is `under-replicated` when so many bookies say they have not that fewer than AQ can hold
+it, whatever the silent ones hold. Unbounded ledgers are not judged for it: terms end in
+truncating no-ops, and which copies such a ledger must keep is reference 000's protocol,
+which this checker does not model.
 
 Copies that verify but differ are a `divergence` in any ledger: which one a reader gets
 depends on which bookie answers first. A correct ledger never has them: one writer writes

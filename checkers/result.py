@@ -1,4 +1,4 @@
-"""Result shape shared by every checker (shared/spec/history.md §5)."""
+"""Result shape shared by every checker (docs/history.md §5)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ Valid = bool | str  # True, False or "unknown"
 Case = dict[str, Any]
 
 UNKNOWN = "unknown"
+FORMAT = 1  # of results.json and test.json (docs/history.md §5); absent means 1
 MAX_CASES = 1000  # examples kept per anomaly; the full count is in `anomaly_counts`
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from checkers.history import History
 from checkers.ledger import unchecked_ledgers
+from checkers.result import UNKNOWN
 
 _TYPE = attrgetter("type")
 KNOWN_F = frozenset({"create", "append", "read", "read-lac", "close", "recover", "audit"})
@@ -31,13 +32,28 @@ def summary(h: History) -> dict[str, Any]:
     }
 
 
+def nothing_recognised(h: History, by_f: dict[str, Any]) -> str | None:
+    """Why nothing in the history can be judged, or None: a history without one client op
+    of a known f would otherwise check as a false green (docs/history.md §7)."""
+    if any(f in KNOWN_F for f in by_f):
+        return None
+    expected = ", ".join(sorted(KNOWN_F))
+    if not h.lines:
+        return f"the history has no ops; expected client ops with f in: {expected}"
+    seen = ", ".join(by_f) or "none (nemesis ops only)"
+    return f"no client op has a known f (expected one of: {expected}; found: {seen})"
+
+
 def check_stats(h: History) -> dict[str, Any]:
-    """Client-op counts by f and completion type; unknown fs are counted, not judged."""
+    """Client-op counts by f and completion type; unknown fs are counted, not judged, and
+    a history with no known client op at all is `unknown`."""
     by_f: dict[str, dict[str, int]] = {}
     for (f, kind), n in sorted(h.counts.items()):
         by_f.setdefault(f, dict.fromkeys(("ok", "fail", "info"), 0))[kind] = n
+    why = nothing_recognised(h, by_f)
     return {
-        "valid": True,
+        "valid": True if why is None else UNKNOWN,
+        **({} if why is None else {"unknown_why": why}),
         "by_f": by_f,
         "unknown_f": [f for f in by_f if f not in KNOWN_F],
         "nemesis": len(h.nemesis),

@@ -1,4 +1,4 @@
-"""The stream checker: `realtime-order` (shared/spec/history.md §4).
+"""The stream checker: `realtime-order` (docs/history.md §4).
 
 A stream is a sequence of ledgers ordered by `seq`; its order is `(seq, entry)` over the
 authoritative content of its ledgers. Ledgers of a stream whose `seq` is unknown are

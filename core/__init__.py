@@ -1,6 +1,7 @@
 """The core below workloads and nemeses: what every layer above shares.
 
-Generators (`core.generator`), the history writer (`core.history`), the verdict of a run
-(`core.verdict`) and signal handling (`core.signals`). It imports only the standard library
-and `checkers`; `workloads`, `nemesis` and `harness` build on it, never the reverse.
+Generators (`core.generator`), the history writer (`core.history`), why a run is valid or
+not (`core.verdict`), plugins (`core.plugins`) and signal handling (`core.signals`). It
+imports only the standard library; `workloads`, `nemesis` and `harness` build on it, never
+the reverse.
 """

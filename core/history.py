@@ -1,9 +1,14 @@
-"""Writes `history.jsonl` as the test runs (shared/spec/history.md §1).
+"""Writes `history.jsonl` as the test runs (docs/history.md §1).
 
 Each op is one JSON line, written and flushed the moment the controller observes it, so a
 run that crashes or is interrupted still leaves a valid, checkable prefix. `index` counts
 from 0 in file order; `time` is nanoseconds since the test started, on the controller's
 monotonic clock.
+
+Lines are canonical: the op's fields in the spec's order, and every map inside `value` in
+sorted key order (a grudge or a skew map is built from sets and dicts filled in whatever
+order the run produced), so the same seed in the simulation writes a byte-identical file
+in any process, whatever its PYTHONHASHSEED (docs/history.md §7).
 """
 
 from __future__ import annotations
@@ -15,6 +20,16 @@ from pathlib import Path
 from typing import Any
 
 OP_TYPES = frozenset({"invoke", "ok", "fail", "info"})
+
+
+def canonical(value: Any) -> Any:
+    """`value` with every map's keys in sorted order (compared as strings, as JSON writes
+    them), at any depth; lists keep their order, which means something."""
+    if isinstance(value, dict):
+        return {k: canonical(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list | tuple):
+        return [canonical(v) for v in value]
+    return value
 
 
 class HistoryWriter:
@@ -48,7 +63,7 @@ class HistoryWriter:
             "type": type,
             "process": process,
             "f": f,
-            "value": value,
+            "value": canonical(value),
         }
         if error is not None:
             op["error"] = error

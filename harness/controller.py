@@ -73,6 +73,9 @@ class Controller:
     counters: RunCounters = field(default_factory=RunCounters)
     connect: Callable[[str, str, int], Any] = AgentConnection
     """Opens a worker's connection to an agent (the sim runtime's agents are in-process)."""
+    bookie_names: dict[str, str] = field(default_factory=dict)
+    """Bookie id (`host:port`, as ledger metadata names it) -> node name (`b1`): the
+    ensembles of create, close and recover are recorded by name (docs/history.md §2)."""
     _outstanding: int = 0
     _sleepers: set[asyncio.Future[None]] = field(default_factory=set)
     """Workers waiting for a generator's due time; a worker that finishes wakes them."""
@@ -153,12 +156,19 @@ class Controller:
             kind, result, error = await conn.call(op["f"], value, self.op_timeout)
         finally:
             self._outstanding -= 1
+        if kind == "ok" and isinstance(result, dict) and "ensembles" in result:
+            result = {**result, "ensembles": self._by_name(result["ensembles"])}
         self.history.record(
             kind, process, op["f"], result if kind == "ok" else value, error=error, node=conn.name
         )
         self.counters.count(kind)
         self.workload.observe(process, op, kind, result, error)
         return kind
+
+    def _by_name(self, ensembles: list[list[Any]]) -> list[list[Any]]:
+        """Fragments with node names for bookie ids (an unknown id stays as it is)."""
+        names = self.bookie_names
+        return [[first, [names.get(b, b) for b in bookies]] for first, bookies in ensembles]
 
     async def _nemesis_worker(self, gen: Generator, rng: random.Random) -> None:
         try:

@@ -1,4 +1,4 @@
-"""Errors the CLI turns into exit codes (see shared/spec/history.md §5)."""
+"""Errors the CLI turns into exit codes (see docs/history.md §5)."""
 
 
 class UserError(Exception):

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import checkers
 from bookie_image.client.metadata import LedgerMetadata
 from core.generator import Generator
 from core.history import HistoryWriter
 from core.signals import sigterm_as_interrupt
-from core.verdict import check_run
 from harness.controller import Controller, RunCounters
 from harness.report import try_write_report
 from harness.runtime import make_cluster
@@ -166,6 +166,7 @@ def run_test(
                 rate=spec.rate,
                 wait_for_cluster=_wait_until_serving(cluster),
                 counters=counters,
+                bookie_names={b.id: b.name for b in cluster.bookies},
             )
             asyncio.run(_with_progress(controller, history, on_progress))
         except KeyboardInterrupt:
@@ -174,7 +175,7 @@ def run_test(
             cluster.down()
             collect_logs(nodes_dir, run_dir)
             shutil.rmtree(nodes_dir, ignore_errors=True)
-    results = check_run(history_path, counters)
+    results = checkers.check(history_path)  # the nemesis verdict too, from the history
     if interrupted:
         results["interrupted"] = True
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))

@@ -16,8 +16,20 @@ from pathlib import Path
 from harness.errors import UserError
 
 
+def check_test_name(test_name: str) -> str:
+    """A test name is one plain directory name inside the store: never empty, `.` or
+    `..`, and without a path separator, so a run can never land outside the store."""
+    if test_name in ("", ".", "..") or any(c in test_name for c in "/\\\0"):
+        raise UserError(
+            f"test name {test_name!r} is not a plain name: use letters, digits, '-', '_' or "
+            "'.', without '/' (pass --name NAME)"
+        )
+    return test_name
+
+
 def new_run_dir(store: Path, test_name: str) -> Path:
     """Create and return a fresh run directory (a suffix keeps same-second runs apart)."""
+    check_test_name(test_name)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     try:
         base = store / test_name

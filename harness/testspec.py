@@ -12,6 +12,7 @@ from typing import Any
 
 import workloads as workload_registry
 from bookie_image import bugs
+from checkers.result import FORMAT
 from harness.errors import UserError
 from nemesis.disk import CORRUPT_MODES
 from nemesis.grudge import NAMES as GRUDGE_NAMES
@@ -266,10 +267,18 @@ class TestSpec:
         return schedule_kinds(self.schedule)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
+        return json.dumps({"format": FORMAT, **asdict(self)}, indent=2)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TestSpec:
+        """A TestSpec from a test.json; one without `format` is format 1."""
+        data = dict(data)
+        version = data.pop("format", FORMAT)
+        if version != FORMAT:
+            raise UserError(
+                f"test.json has format {version!r}; this bkchaos reads format {FORMAT}: "
+                "upgrade bkchaos"
+            )
         known = {f.name for f in fields(cls)}
         extra = sorted(set(data) - known)
         if extra:

@@ -7,7 +7,7 @@ the next); a process taking the stream over first fences the current ledger by
 recovering it, then creates the next. Either way ledger k is closed before ledger k+1
 exists, so every append acknowledged before another was invoked must come first in
 stream order `(seq, entry)`: the stream checker's `realtime-order`. Creates and appends
-carry `stream` and `seq` (spec/history.md §2). Readers follow the current ledgers' tails
+carry `stream` and `seq` (docs/history.md §2). Readers follow the current ledgers' tails
 and now and then read a sealed ledger closed.
 """
 

@@ -1,6 +1,6 @@
 """Executes workload operations through the ledger client and classifies each outcome.
 
-The classification is the contract of shared/spec/history.md §1 and the reason this module
+The classification is the contract of docs/history.md §1 and the reason this module
 exists: `ok` — it happened and the value says what was observed; `fail` — it definitely did
 not happen and never will; `info` — unknown. Reporting `fail` for something that may still
 happen makes the checker cry wolf (`failed-append-visible`); reporting `ok` for something
@@ -124,6 +124,7 @@ class Executor:
             "ensemble": opts.ensemble,
             "wq": opts.write_quorum,
             "aq": opts.ack_quorum,
+            "ensembles": ensembles(lh.metadata),
         }
         if opts.mode == "unbounded":
             result["term"] = lh.metadata.term
@@ -203,12 +204,12 @@ class Executor:
         _require(value, ledger=(int, str))
         lh = self._writer(value, pop=True)
         await lh.close()
-        return {"last_entry": lh.metadata.last_entry_id}
+        return {"last_entry": lh.metadata.last_entry_id, "ensembles": ensembles(lh.metadata)}
 
     async def recover(self, value: dict[str, Any]) -> dict[str, Any]:
         (ledger,) = _require(value, ledger=(int, str))
         rh = await self.bk.open_ledger(ledger, password=self.password, recovery=True)
-        return {"last_entry": rh.last_add_confirmed}
+        return {"last_entry": rh.last_add_confirmed, "ensembles": ensembles(rh.metadata)}
 
     async def audit(self, value: dict[str, Any]) -> dict[str, Any]:
         """The copies of a closed ledger (BookKeeper's ledger checker): every entry up to
@@ -258,6 +259,12 @@ class _BadValue(_Refused):
     """The op's value is malformed (a controller bug, reported rather than guessed at)."""
 
     default_code = "EBADVALUE"
+
+
+def ensembles(metadata: Any) -> list[list[Any]]:
+    """The ledger's fragments as its metadata names them, `[[first_entry, [bookie id,
+    …]], …]` (docs/history.md §2): the controller turns the ids into node names."""
+    return [[first, list(bookies)] for first, bookies in metadata.ensembles]
 
 
 def _writer_key(value: dict[str, Any]) -> Any:

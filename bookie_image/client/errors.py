@@ -3,7 +3,7 @@
 Each carries ``code`` — the BookKeeper status name when a bookie answered with one
 (``EFENCED``, ``EIO``, …), else a client-side name in the same style — and
 ``may_have_happened``: whether the failed operation could still take effect. The client
-agent records ``fail`` when it is False and ``info`` when it is True (spec/history.md §1),
+agent records ``fail`` when it is False and ``info`` when it is True (docs/history.md §1),
 so getting it wrong produces false anomalies or hides real ones.
 """
 

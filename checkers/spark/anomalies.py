@@ -1,4 +1,4 @@
-"""The per-ledger anomalies of shared/spec/history.md §4 as joins and aggregations.
+"""The per-ledger anomalies of docs/history.md §4 as joins and aggregations.
 
 Each finder takes the `Frames` derived from the calls table (any number of runs at
 once: every join is keyed by run) and returns cases as rows of `schema.ANOMALIES`; its

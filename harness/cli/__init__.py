@@ -1,6 +1,6 @@
 """The `bkchaos` command line.
 
-Exit codes follow shared/spec/history.md §5: 0 valid, 1 invalid, 2 unknown,
+Exit codes follow docs/history.md §5: 0 valid, 1 invalid, 2 unknown,
 254 bad arguments or environment, 255 the harness itself crashed. Click's own usage
 errors (exit 2 by default) are remapped to 254 so that 2 always means "unknown".
 Each subcommand lives in its own module, registered here by name and imported only when

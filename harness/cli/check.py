@@ -12,11 +12,12 @@ import click
 from harness.errors import UserError
 
 EXIT = {True: 0, False: 1, "unknown": 2}
+VERDICTS = {True: "valid", False: "INVALID", "unknown": "unknown"}
 _SHOWN = 3  # cases printed per anomaly in the readable summary
 
 
 def _locate(target: Path) -> tuple[Path, Path | None]:
-    """The history to check and where results.json goes by default (run dirs only)."""
+    """The history to check and, for a run directory, its results.json."""
     if target.is_dir():
         history = target / "history.jsonl"
         if not history.is_file():
@@ -30,15 +31,22 @@ def _locate(target: Path) -> tuple[Path, Path | None]:
 @click.command("check")
 @click.argument("target", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--out", type=click.Path(path_type=Path), help="Also write the result here.")
 @click.option(
-    "--out", type=click.Path(path_type=Path), help="Write results.json here (run dirs: beside)."
+    "--write",
+    is_flag=True,
+    help="RUN_DIR only: update its results.json (keeping what a history cannot recompute, "
+    "e.g. the simulation's figures) and its report. Without it, nothing is written.",
 )
-def check(target: Path, as_json: bool, out: Path | None) -> int:
-    """Check a history; exit 0 valid, 1 invalid, 2 unknown, 254 bad input."""
+def check(target: Path, as_json: bool, out: Path | None, write: bool) -> int:
+    """Check a history or a run directory; exit 0 valid, 1 invalid, 2 unknown, 254 bad
+    input. The verdict is the one `bkchaos test` gives the same history."""
     from checkers import HistoryError
     from checkers import check as run_check
 
-    history, default_out = _locate(target)
+    history, stored_path = _locate(target)
+    if write and stored_path is None:
+        raise UserError(f"--write needs a run directory, not {target}; use --out FILE")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -47,29 +55,94 @@ def check(target: Path, as_json: bool, out: Path | None) -> int:
             raise UserError(f"{history}: {exc}") from exc
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
+    stored = _stored(stored_path)
+    if write:
+        result = kept_from(stored, result)
     text = json.dumps(result, indent=2)
-    destination = out or default_out
-    if destination is not None:
-        destination.write_text(text + "\n")
+    try:
+        if out is not None:
+            out.write_text(text + "\n")
+        if write:
+            _write_run(stored_path, text)
+    except OSError as exc:
+        raise UserError(f"cannot write the result ({exc}); pass --out FILE elsewhere") from exc
     click.echo(text if as_json else _summary(history, result))
+    said = stored.get("valid") if stored is not None else None
+    if not write and said in (True, False, "unknown") and said != result["valid"]:
+        click.echo(
+            f"note: {stored_path} says {VERDICTS[said]}; this check "
+            f"says {VERDICTS[result['valid']]} (--write updates it)",
+            err=True,
+        )
     return EXIT[result["valid"]]
 
 
+def _stored(path: Path | None) -> dict[str, Any] | None:
+    """A run's results.json if it is readable, else None (--write replaces it)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        stored = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return stored if isinstance(stored, dict) else None
+
+
+def kept_from(stored: dict[str, Any] | None, fresh: dict[str, Any]) -> dict[str, Any]:
+    """The fresh result plus what only the run itself could know: top-level keys the
+    checkers do not produce (`sim`, `interrupted`, `coverage`…) and sub-results of
+    checkers that did not run now. The verdict merges theirs, so nothing is lost."""
+    from checkers import merge_valid
+
+    if stored is None:
+        return fresh
+    merged = {**fresh, **{k: v for k, v in stored.items() if k not in fresh}}
+    subs = stored.get("checkers")
+    kept = {
+        name: sub
+        for name, sub in (subs.items() if isinstance(subs, dict) else ())
+        if name not in fresh["checkers"] and isinstance(sub, dict)
+    }
+    merged["checkers"] = {**fresh["checkers"], **kept}
+    merged["valid"] = merge_valid([fresh["valid"], *(sub.get("valid") for sub in kept.values())])
+    return merged
+
+
+def _write_run(results_path: Path, text: str) -> None:
+    """Replace results.json atomically, then re-render the report if the run has one."""
+    from harness.report import try_write_report
+
+    tmp = results_path.with_suffix(".json.tmp")
+    tmp.write_text(text + "\n")
+    tmp.replace(results_path)
+    if (results_path.parent / "report.html").exists():
+        try_write_report(results_path.parent)
+
+
 def _summary(history: Path, result: dict[str, Any]) -> str:
-    """A few readable lines: verdict, counts, examples of each anomaly."""
-    verdict = {True: "valid", False: "INVALID", "unknown": "unknown"}[result["valid"]]
+    """A few readable lines: verdict, counts, examples of each anomaly, why unknown."""
+    from checkers import root_first
+    from core.verdict import reasons
+
     s = result["stats"]
     lines = [
-        f"{history}: {verdict}",
+        f"{history}: {VERDICTS[result['valid']]}",
         f"  {s['ops']} ops ({s['ok']} ok, {s['fail']} fail, {s['info']} info), "
         f"{s['ledgers']} ledgers, {s['appends_ok']} acked appends",
     ]
     if s["unchecked_ledgers"]:
         lines.append(f"  unchecked (no closed read): ledgers {s['unchecked_ledgers']}")
-    for name in result["anomaly_types"]:
+    for name in root_first(result["anomaly_types"]):
         cases = result["anomalies"][name]
-        lines.append(f"  {name}: {len(cases)} case(s)")
+        derived = sum(1 for c in cases if c.get("derived_from"))
+        restated = f", {derived} only restating lost appends" if derived else ""
+        lines.append(f"  {name}: {len(cases)} case(s){restated}")
         lines += [f"    - {c['explanation']} (ops {c['ops']})" for c in cases[:_SHOWN]]
+    lines += [
+        f"  {head}{rest}"
+        for colour, head, rest in reasons(result)
+        if colour == "yellow" and head != "unchecked"
+    ]
     broken = [n for n, r in result["checkers"].items() if "error" in r]
     lines += [f"  checker {n} crashed: {result['checkers'][n]['error']}" for n in broken]
     return "\n".join(lines)

@@ -20,6 +20,8 @@ import jinja2
 
 from harness.errors import UserError
 from harness.report import figures
+from harness.report.cases import ensemble_of, faults_during, ledger_ensembles, ledger_rollup
+from harness.report.figures import Fault
 from harness.report.run import Call, Run, load_run, reproduce_command
 from harness.report.timeline import CALLS_PER_PAGE, label, write_pages
 
@@ -95,7 +97,7 @@ def _cycle_drawing(cycle: list[dict[str, Any]], calls: dict[int, Call]) -> dict[
         nodes.append({"index": edge["from"], "x": x, "y": 10 + n * step, "text": text[:70]})
     arrows = []
     for n, edge in enumerate(cycle):
-        kind = edge["kind"]
+        kind = str(edge.get("kind", "?"))
         colour = EDGE_COLOURS.get(kind, "#495057")
         if n + 1 < len(cycle):
             y1, y2 = nodes[n]["y"] + box_h, nodes[n + 1]["y"]
@@ -125,35 +127,82 @@ def anomaly_counts(results: dict[str, Any]) -> dict[str, int]:
     return {name: max(n, found.get(name, 0)) for name, n in counts.items()}
 
 
-def _anomalies(run: Run) -> list[dict[str, Any]]:
-    """Each anomaly type: its full count, its first cases, the ops and cycles of those."""
+def _anomalies(run: Run, faults: list[Fault]) -> list[dict[str, Any]]:
+    """Each anomaly type, root anomalies first: its full count, its first cases, and per
+    case the ops, the ensemble behind it, the faults in force while its ops ran, and the
+    steps of its cycle (marked when the cycle only restates a root anomaly)."""
+    from checkers import root_first
+
     results = run.results
     counts = anomaly_counts(results)
     shown = {
-        name: results["anomalies"].get(name, [])[:SHOWN_CASES] for name in results["anomaly_types"]
+        name: results["anomalies"].get(name, [])[:SHOWN_CASES]
+        for name in root_first(results["anomaly_types"])
     }
-    wanted = {i for cases in shown.values() for c in cases for i in c.get("ops", [])}
-    wanted |= {e["from"] for cases in shown.values() for c in cases for e in c.get("cycle", [])}
+    wanted = {i for cases in shown.values() for c in cases for i in _ints(c.get("ops"))}
+    wanted |= {e["from"] for cases in shown.values() for c in cases for e in _edges(c)}
     calls = _by_index(run.calls, wanted)
+    ensembles = ledger_ensembles(run.client)
     out = []
     for name, cases in shown.items():
         views = []
         for c in cases:
-            involved = {calls[i].inv.index: calls[i] for i in c.get("ops", []) if i in calls}
-            where = {k: v for k, v in c.items() if k not in ("ops", "explanation", "cycle")}
+            involved = {calls[i].inv.index: calls[i] for i in _ints(c.get("ops")) if i in calls}
+            hidden = ("ops", "explanation", "cycle", "derived_from")
+            where = {k: v for k, v in c.items() if k not in hidden}
+            during = faults_during(list(involved.values()), faults)
+            edges = _edges(c)
             views.append(
                 {
                     "where": where,
                     "explanation": c.get("explanation", ""),
-                    # a cycle's explanation is one step per edge: a list reads better
-                    "steps": c.get("explanation", "").split("; ") if c.get("cycle") else [],
-                    "ops": c.get("ops", []),
+                    "steps": _steps(c, edges),
+                    "derived": _derived(c.get("derived_from")),
+                    "ops": _ints(c.get("ops")),
+                    "timeline": _ints(c.get("ops")) + [f.index for f in during],
                     "calls": [_call_view(call) for call in involved.values()],
-                    "cycle": _cycle_drawing(c["cycle"], calls) if c.get("cycle") else None,
+                    "ensemble": ensemble_of(c, ensembles),
+                    "faults": during,
+                    "cycle": _cycle_drawing(edges, calls) if edges else None,
                 }
             )
         out.append({"name": name, "count": counts[name], "cases": views})
     return out
+
+
+def _ints(values: Any) -> list[int]:
+    return [v for v in values if type(v) is int] if isinstance(values, list) else []
+
+
+def _edges(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """A cycle case's edges, if well formed (a results.json may come from anywhere)."""
+    edges = case.get("cycle")
+    if not isinstance(edges, list) or not all(
+        isinstance(e, dict) and type(e.get("from")) is int for e in edges
+    ):
+        return []
+    return edges
+
+
+def _steps(case: dict[str, Any], edges: list[dict[str, Any]]) -> list[str]:
+    """A cycle's sentences, one per edge (results written before edges carried their
+    `step` have them joined by "; " in the explanation)."""
+    if not edges:
+        return []
+    if all(isinstance(e.get("step"), str) for e in edges):
+        return [e["step"] for e in edges]
+    return str(case.get("explanation", "")).split("; ")
+
+
+def _derived(derived_from: Any) -> str:
+    """`lost-append of ledger 7 entry 1, …` for a cycle that only restates those."""
+    if not isinstance(derived_from, list):
+        return ""
+    return ", ".join(
+        f"{d.get('anomaly')} of ledger {d.get('ledger')} entry {d.get('entry')}"
+        for d in derived_from
+        if isinstance(d, dict)
+    )
 
 
 def _call_view(c: Call) -> dict[str, Any]:
@@ -209,7 +258,8 @@ def write_report(run_dir: Path) -> Path:
         "verdict": VERDICTS[results["valid"]],
         "command": reproduce_command(run.test, run.dir),
         "duration_s": end_s,
-        "anomalies": _anomalies(run),
+        "anomalies": _anomalies(run, windows),
+        "rollup": ledger_rollup(results["anomalies"]),
         "figures": {"latency": scatter, "quantiles": quantiles, "rates": rates},
         "points_dropped": dropped,
         "points_shown": sum(len(trace["x"]) for trace in scatter["data"]),

@@ -87,11 +87,12 @@ def _ops(path: Path) -> list[Op]:
             body, rest = buf[:cut], buf[cut:]
             try:
                 ops += _DECODER.decode_lines(body)
-            except msgspec.DecodeError as exc:
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 raise UserError(
                     f"{path} is malformed ({exc}): `bkchaos check {path.parent}` names the line"
                 ) from exc
-        with contextlib.suppress(msgspec.DecodeError):  # a last line cut short by a crash
+        # a last line cut short by a crash (maybe inside a UTF-8 character)
+        with contextlib.suppress(msgspec.DecodeError, UnicodeDecodeError):
             ops += _DECODER.decode_lines(rest)
     return ops
 

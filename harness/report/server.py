@@ -71,16 +71,35 @@ def _cached_run(run_dir: Path, store: Path, key: tuple[float | None, ...]) -> di
 
 
 def _read_run(run_dir: Path, store: Path) -> dict[str, Any]:
-    test = _read_json(run_dir / "test.json")
-    test = test if isinstance(test, dict) else {}
-    results_path = run_dir / "results.json"
+    """One row; a run whose test.json or results.json cannot be read (or has fields of
+    the wrong shape) is shown as `unreadable`, and the rest of the store still lists."""
+    raw = _read_json(run_dir / "test.json") if (run_dir / "test.json").exists() else {}
+    test = raw if isinstance(raw, dict) else {}
     verdict, counts = "running", {}  # a run in progress has no results yet
+    results_path = run_dir / "results.json"
     if results_path.exists():
         try:
             results = check_results(_read_json(results_path), results_path)
             verdict, counts = VERDICTS[results["valid"]], anomaly_counts(results)
-        except UserError:
-            verdict = "unreadable"
+        except (UserError, TypeError, ValueError, AttributeError):
+            verdict, counts = "unreadable", {}
+    row = {
+        "workload": test.get("workload", ""),
+        "nemesis": test.get("nemesis") or [],
+        "bugs": test.get("bugs") or [],
+        "seed": test.get("seed", ""),
+    }
+    shaped = (
+        isinstance(row["workload"], str)
+        and all(
+            isinstance(row[k], list) and all(isinstance(v, str) for v in row[k])
+            for k in ("nemesis", "bugs")
+        )
+        and isinstance(row["seed"], int | str)
+    )
+    if raw is None or not isinstance(raw, dict) or not shaped:
+        verdict = "unreadable"
+        row = {"workload": "", "nemesis": [], "bugs": [], "seed": ""}
     try:
         started = time.strptime(run_dir.name.split("-")[0], "%Y%m%dT%H%M%S")
         when = time.strftime("%Y-%m-%d %H:%M:%S", started)
@@ -91,13 +110,10 @@ def _read_run(run_dir: Path, store: Path) -> dict[str, Any]:
         "test": run_dir.parent.name,
         "name": run_dir.name,
         "when": when,
-        "mtime": run_dir.stat().st_mtime,
+        "mtime": _stamp(run_dir) or 0.0,
         "verdict": verdict,
         "anomalies": counts,
-        "workload": test.get("workload", ""),
-        "nemesis": list(test.get("nemesis") or []),
-        "bugs": list(test.get("bugs") or []),
-        "seed": test.get("seed", ""),
+        **row,
         "duration_s": _duration_s(run_dir / "history.jsonl"),
         "report": (run_dir / "report.html").is_file(),
     }

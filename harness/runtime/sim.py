@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import checkers
 from bookie_image import bugs
+from checkers.result import FORMAT
 from core.generator import Generator, Workload
 from core.history import HistoryWriter
-from core.verdict import check_run
-from harness.controller import Controller, RunCounters
+from harness.controller import Controller
 from harness.sim.cluster import SimCluster
 from harness.sim.loop import SimLoop
 from harness.sim.nemesis import SimNemesis
@@ -117,7 +118,7 @@ class SimSpec:
         )
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2)
+        return json.dumps({"format": FORMAT, **dataclasses.asdict(self)}, indent=2)
 
 
 @dataclass
@@ -168,7 +169,6 @@ def run_sim(
         faults = ScheduleReplay(tuple(spec.schedule))
     history_path = run_dir / "history.jsonl"
     history_path.unlink(missing_ok=True)
-    counters = RunCounters()
     rng = random.Random(spec.seed)
     loop = SimLoop()
     loop.network = Network(loop, random.Random(rng.getrandbits(64)), spec.latency, spec.loss)
@@ -205,15 +205,15 @@ def run_sim(
                     time_limit=spec.time_limit,
                     op_timeout=spec.op_timeout,
                     rate=spec.rate,
-                    counters=counters,
                     connect=cluster.connect,
+                    bookie_names={b.id: name for name, b in cluster.bookies.items()},
                 )
                 loop.run_until_complete(_settled(cluster, controller))
         finally:
             cluster.stop()
             loop.run_until_complete(asyncio.sleep(SETTLE_S))  # let the cancellations land
             loop.close()
-    results = check_run(history_path, counters)
+    results = checkers.check(history_path)  # the nemesis verdict too, from the history
     results["sim"] = {"simulated_s": round(loop.time(), 6), "loop_errors": len(loop.errors)}
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     if loop.errors:

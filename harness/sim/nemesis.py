@@ -1,6 +1,6 @@
 """Faults inside the simulation, as a `Nemesis` (nemesis/base.py) the controller drives.
 
-The ops and their values are those of the real nemeses (shared/spec/history.md §3), with
+The ops and their values are those of the real nemeses (docs/history.md §3), with
 `value.nodes` naming the targets; each completion carries a `proof` read back from the
 simulation (the grudge in force, bytes a power loss dropped, the bit a corruption flipped).
 
@@ -146,7 +146,9 @@ class SimNemesis:
                 value.get("grudge", "isolate"), nodes, roles, self.rng, value.get("nodes") or ()
             )
             network.partition(cut)
-            value["grudge"] = proof["grudge"] = {n: sorted(g) for n, g in network.grudge.items()}
+            value["grudge"] = proof["grudge"] = {
+                n: sorted(g) for n, g in sorted(network.grudge.items())
+            }
         elif f == "stop-partition":
             network.partition({})
             proof["grudge"] = {}

@@ -1,4 +1,4 @@
-"""The agent's ok / fail / info classification (shared/spec/history.md §1).
+"""The agent's ok / fail / info classification (docs/history.md §1).
 
 The ledger client is replaced by a minimal double here: what is under test is only the
 mapping from an operation's outcome to the history's completion type.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,6 +20,7 @@ class _Handle:
     def __init__(self, ledger: int, outcome: object) -> None:
         self.id = ledger
         self.outcome = outcome
+        self.metadata = SimpleNamespace(ensembles=((0, ("10.0.0.1:3181", "10.0.0.2:3181")),))
 
     async def append(self, payload: bytes) -> int:
         if isinstance(self.outcome, BaseException):
@@ -43,6 +45,12 @@ async def _append_with(outcome: object) -> tuple:
     executor = Executor(_Client(outcome))  # type: ignore[arg-type]
     assert (await executor.run("create", {}, timeout=1))[0] == "ok"
     return await executor.run("append", {"ledger": 7, "payload": "p0"}, timeout=0.05)
+
+
+async def test_create_names_the_ensembles_of_the_new_ledger() -> None:
+    kind, created, _ = await Executor(_Client(None)).run("create", {}, timeout=1)  # type: ignore[arg-type]
+    assert kind == "ok"
+    assert created["ensembles"] == [[0, ["10.0.0.1:3181", "10.0.0.2:3181"]]]
 
 
 async def test_acknowledged_append_is_ok_with_entry() -> None:
@@ -170,7 +178,7 @@ class _TermHandle(_Handle):
     def __init__(self, term: int, terms: list[int]) -> None:
         super().__init__(7, None)
         self.term, self.terms = term, terms
-        self.metadata = type("M", (), {"term": term})()
+        self.metadata = SimpleNamespace(term=term, ensembles=self.metadata.ensembles)
         self.last_add_confirmed = 3
 
     async def append(self, payload: bytes) -> int:

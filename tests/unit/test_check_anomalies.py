@@ -1,5 +1,5 @@
 """Hand-built histories: one per anomaly and per ambiguous case, with the exact anomaly
-types and the ops each case cites (shared/spec/history.md §4)."""
+types and the ops each case cites (docs/history.md §4)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from harness.cli import main
 
 INSTALLED_BKCHAOS = Path(sys.executable).with_name("bkchaos")
 
-# shared/spec/history.md §6, verbatim
+# docs/history.md §6 as the shared contract wrote it (value keys in writing order)
 SPEC_EXAMPLE = """\
 {"index":0,"time":1000,"type":"invoke","process":0,"f":"append","value":{"ledger":7,"payload":"p0"}}
 {"index":1,"time":2500,"type":"ok","process":0,"f":"append","value":{"ledger":7,"payload":"p0","entry":0}}
@@ -49,7 +49,10 @@ def test_spec_example_through_the_installed_command(tmp_path) -> None:
     assert result["anomaly_types"] == [] and result["anomalies"] == {}
     assert result["stats"] == {"ops": 6, "invoke": 3, "ok": 2, "fail": 0, "info": 1,
                                "ledgers": 1, "unchecked_ledgers": [], "appends_ok": 1}  # fmt: skip
-    assert set(result["checkers"]) == {"stats", "perf", "ledger", "stream", "graph", "replication"}
+    assert set(result["checkers"]) == {
+        "stats", "perf", "ledger", "stream", "graph", "replication", "nemesis", "ensemble",
+        "availability",
+    }  # fmt: skip
     assert all("valid" in r for r in result["checkers"].values())
 
 
@@ -68,9 +71,11 @@ def test_unknown_exits_2(tmp_path, capsys) -> None:
     assert "unchecked (no closed read): ledgers [7]" in capsys.readouterr().out
 
 
-def test_run_dir_writes_results_beside_the_history(tmp_path) -> None:
+def test_run_dir_writes_results_beside_the_history_with_write(tmp_path) -> None:
     history(tmp_path)
     assert exit_code(["check", str(tmp_path)]) == 0
+    assert not (tmp_path / "results.json").exists()  # only --write writes
+    assert exit_code(["check", str(tmp_path), "--write"]) == 0
     assert json.loads((tmp_path / "results.json").read_text())["valid"] is True
 
 

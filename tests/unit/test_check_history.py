@@ -164,7 +164,7 @@ def test_result_shape_and_perf_windows() -> None:
         {"index": 7, "time": 70, "type": "info", "process": "nemesis", "f": "restart"},
     ]  # fmt: skip
     r = check(ops)
-    assert set(r) == {"valid", "anomaly_types", "anomalies", "stats", "checkers"}
+    assert set(r) == {"format", "valid", "anomaly_types", "anomalies", "stats", "checkers"}
     assert r["stats"] == {"ops": 8, "invoke": 4, "ok": 2, "fail": 0, "info": 2, "ledgers": 1,
                           "unchecked_ledgers": [7], "appends_ok": 2}  # fmt: skip
     perf = r["checkers"]["perf"]

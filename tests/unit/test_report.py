@@ -342,5 +342,6 @@ def test_an_empty_history_still_gets_a_report(tmp_path: Path) -> None:
     (run_dir / "history.jsonl").write_text("")
     (run_dir / "results.json").write_text(json.dumps(checkers.check(run_dir / "history.jsonl")))
     html = write_report(run_dir).read_text()
-    assert 'id="verdict">valid<' in html and "(no test.json: parameters unknown)" in html
+    # nothing recognised is unknown (docs/history.md §7), no longer valid
+    assert 'id="verdict">unknown<' in html and "(no test.json: parameters unknown)" in html
     assert not list((run_dir / "timeline").glob("p*.js"))
