@@ -102,8 +102,9 @@ pipeline_option = click.option(
     "--packet",
     default="",
     metavar="KEY=VALUE,...",
-    help='How packet faults shape a node\'s egress: "rate=200kbit" (tbf: needs no netem), '
-    '"delay_ms=100,loss_pct=5", "rate=64kbit,to=b1" (only what it sends to b1), ... '
+    help="How packet faults shape a node's egress (ms, %, tc rates such as 200kbit): "
+    '"rate=200kbit" or "loss_pct=5,rate=1mbit" (tbf and iptables: need no netem), '
+    '"delay_ms=100,loss_pct=5" (netem), "rate=64kbit,to=b1" (only what it sends to b1), ... '
     "(default: a 50±10 ms delay).",
 )
 @click.option("--op-timeout", type=float, default=10.0, show_default=True)
