@@ -25,6 +25,7 @@ from harness.history import HistoryWriter
 from harness.report import try_write_report
 from harness.runtime import make_cluster
 from harness.runtime.local import LocalCluster
+from harness.runtime.ownership import controller_id
 from harness.store import collect_logs, link_latest, new_run_dir
 from harness.testspec import TestSpec, parsed_grudge
 from nemesis.base import Composed, FaultNotProven
@@ -187,6 +188,7 @@ def run_test(
     (run_dir / "test.json").write_text(spec.to_json())
     nodes_dir = run_dir / "nodes"
     cluster = make_cluster(spec, nodes_dir)
+    _record_owner(run_dir, spec.runtime, cluster)
     history_path = run_dir / "history.jsonl"
     counters = RunCounters()
     interrupted = False
@@ -222,6 +224,13 @@ def run_test(
     try_write_report(run_dir)  # a report failure is logged; the run and its results stay
     link_latest(run_dir)
     return run_dir, results
+
+
+def _record_owner(run_dir: Path, runtime: str, cluster: Any) -> None:
+    """`run.json`: the run id every node of the run carries and the controller owning it
+    (harness/runtime/ownership.py), so `bkchaos gc` can be pointed at a run in the store."""
+    record = {"run_id": getattr(cluster, "run_id", None), "runtime": runtime}
+    (run_dir / "run.json").write_text(json.dumps({**record, "owner": controller_id()}) + "\n")
 
 
 def _run_simulated(spec: TestSpec, run_dir: Path) -> dict[str, Any]:
