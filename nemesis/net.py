@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -158,11 +159,8 @@ class PartitionNemesis:
         for node, drops in sorted(cut.items()):
             if not drops:
                 continue
-            rules = "".join(f" && iptables -A {CHAIN} -s {ips[d]} -j DROP" for d in sorted(drops))
             self.touched.add(node)
-            await _sh(
-                self.runtime, node, f"iptables -N {CHAIN} && iptables -I INPUT -j {CHAIN}{rules}"
-            )
+            await _sh(self.runtime, node, drop_rules([ips[d] for d in sorted(drops)]))
 
     async def _heal(self) -> dict[str, Any]:
         """Remove our chain from every node we touched and reconnect every node we took
@@ -185,6 +183,13 @@ class PartitionNemesis:
         if not self.touched and not self.disconnected:
             return []
         return [{"f": "stop-partition", "proof": await self._heal()}]
+
+
+def drop_rules(addresses: list[str]) -> str:
+    """Shell that creates our chain, jumps to it from INPUT and drops what `addresses`
+    send (each quoted: an address reaches a root shell on the node)."""
+    rules = "".join(f" && iptables -A {CHAIN} -s {shlex.quote(ip)} -j DROP" for ip in addresses)
+    return f"iptables -N {CHAIN} && iptables -I INPUT -j {CHAIN}{rules}"
 
 
 def _only_isolated(cut: Grudge, names: list[str]) -> str:
@@ -252,7 +257,7 @@ class PacketNemesis:
 
     def _dev(self, node: str) -> str:
         """Shell that sets $dev to the node's interface on the run's network."""
-        route = f"ip -o route get {self._peer(node).ip}"
+        route = f"ip -o route get {shlex.quote(self._peer(node).ip)}"
         return f"dev=$({route} | sed 's/.* dev \\([^ ]*\\).*/\\1/')"
 
     async def _connect_ms(self, node: str, peer: str | None = None) -> float | None:
@@ -403,7 +408,8 @@ def _link_shaping(qdisc: str, addresses: list[str]) -> str:
         ),
         f"tc qdisc add dev $dev parent {LINK_CLASS} handle 2: {qdisc}",
         *(
-            f"tc filter add dev $dev parent 1: protocol ip prio 1 u32 match ip dst {ip}/32 "
+            "tc filter add dev $dev parent 1: protocol ip prio 1 u32 match ip dst "
+            f"{shlex.quote(ip + '/32')} "
             f"flowid {LINK_CLASS}"
             for ip in addresses
         ),
@@ -500,7 +506,7 @@ def loss_rules(probability: float, addresses: list[str]) -> str:
     """Shell that (re)creates LOSS_CHAIN with a random DROP of the packets $dev sends —
     to `addresses` only, if any — and jumps to it from OUTPUT once. A dropped outgoing
     TCP segment is resent by TCP as a lost one is."""
-    match = [f"-d {ip}/32 " for ip in addresses] or [""]
+    match = [f"-d {shlex.quote(ip + '/32')} " for ip in addresses] or [""]
     drops = " && ".join(
         f"iptables -A {LOSS_CHAIN} -o $dev {dst}-m statistic --mode random "
         f"--probability {probability:.10f} -j DROP"

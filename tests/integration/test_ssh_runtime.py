@@ -90,7 +90,11 @@ def inventory(
             _wait_for_sshd(address, folder / "id_rsa")
         entries = "".join(f'\n[[hosts]]\nhost = "{address}"\n' for address in hosts)
         path = folder / "inventory.toml"
-        path.write_text(f'user = "root"\nkey = "{folder / "id_rsa"}"\n{entries}')
+        known = folder / "known_hosts"  # fresh containers: their keys are new, and recorded
+        path.write_text(
+            f'user = "root"\nkey = "{folder / "id_rsa"}"\nknown_hosts = "{known}"\n'
+            f'host_keys = "accept-new"\n{entries}'
+        )
         yield path
     finally:
         gc(client, run_id)
