@@ -152,13 +152,16 @@ def run_sim(
     workload: Workload | None = None,
     faults: Generator | None = None,
     test_json: str | None = None,
+    on_progress: Callable[[RunCounters, float], None] | None = None,
 ) -> SimResult:
     """Run `spec` into `run_dir` (test.json, history.jsonl, results.json, logs/).
 
     By default `spec.workload` runs with its default settings and `spec.schedule` is
     replayed; a `bkchaos test --runtime sim` run passes its own workload and seeded fault
     schedule, and its TestSpec as the `test_json` to record (so it replays as a real run
-    would)."""
+    would). `on_progress` hears of every completed op, with the simulated time (it
+    schedules nothing in the simulated loop, so a seed replays the same with or without
+    it)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "test.json").write_text(test_json or spec.to_json())
     if faults is None and spec.schedule:
@@ -168,6 +171,8 @@ def run_sim(
     counters = RunCounters()
     rng = random.Random(spec.seed)
     loop = SimLoop()
+    if on_progress is not None:
+        counters.listener = lambda: on_progress(counters, loop.time())
     loop.network = Network(loop, random.Random(rng.getrandbits(64)), spec.latency, spec.loss)
     with _process_state(spec, rng) as scratch:
         cluster = SimCluster(
