@@ -184,13 +184,14 @@ class LocalCluster:
         """harness.runtime.watchdog, reading a pipe only we hold the other end of."""
         read_end, self._watchdog_pipe = os.pipe()
         try:
-            self._watchdog = subprocess.Popen(
-                [sys.executable, "-m", "harness.runtime.watchdog", self.run_id],
-                stdin=read_end,
-                stdout=subprocess.DEVNULL,
-                stderr=(self.state_dir / "watchdog.log").open("ab"),
-                start_new_session=True,
-            )
+            with (self.state_dir / "watchdog.log").open("ab") as log:
+                self._watchdog = subprocess.Popen(
+                    [sys.executable, "-m", "harness.runtime.watchdog", self.run_id],
+                    stdin=read_end,
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                    start_new_session=True,
+                )
         finally:
             os.close(read_end)
 

@@ -114,3 +114,20 @@ def test_gc_reaps_only_runs_whose_controller_is_gone(tmp_path: Path) -> None:
         ours.down()
         if orphan_id:
             stop_run(orphan_id)
+
+
+def test_cluster_down_never_signals_a_pid_that_left_the_run(tmp_path: Path) -> None:
+    """A recorded pid now held by another process (the node died, the kernel reused the
+    pid) is not the run's: `cluster down` leaves that process alone."""
+    cluster = LocalCluster(tmp_path / "c", bookie_count=1).up()
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        cluster.bookies[0].pid = stranger.pid  # as cluster.json would say after a reuse
+        cluster.save()
+        LocalCluster.load(tmp_path / "c").down()
+        assert stranger.poll() is None  # untouched
+        assert _gone(cluster.run_id) == {}  # while every real node of the run is stopped
+    finally:
+        stranger.kill()
+        stranger.wait()
+        cluster.down()
