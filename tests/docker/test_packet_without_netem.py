@@ -52,12 +52,15 @@ async def test_loss_on_a_link_drops_only_what_goes_there_and_tcp_resends_it(clus
     assert done["mechanism"] == "iptables statistic"
     proof = done["proof"]["b2"]
     assert proof["mechanism"] == "iptables statistic"
-    assert re.search(rf"-d {b1}/32 .*--probability 0\.3000", proof["iptables"]), proof
+    rule = re.search(rf"-d {b1}/32 .*--probability ([0-9.]+)", proof["iptables"])
+    assert rule and float(rule.group(1)) == pytest.approx(0.3), proof  # as iptables stores it
     assert "netem" not in proof["qdisc"] and "tbf" not in proof["qdisc"]
-    await _transfer_s(cluster, "b2", "b3", 96_000)  # another link: nothing to drop
-    assert dropped(cluster, "b2") == {f"{b1}": 0}
+    before = dropped(cluster, "b2")  # the proof's probes from b1 may have lost some
+    assert list(before) == [b1]  # one rule, for the link to b1: other links pass
+    await _transfer_s(cluster, "b2", "b3", 96_000)  # another link: every byte arrives
+    before = dropped(cluster, "b2")
     await _transfer_s(cluster, "b2", "b1", 96_000)  # every byte arrives, resent by TCP
-    assert dropped(cluster, "b2")[b1] > 0
+    assert dropped(cluster, "b2")[b1] > before[b1]
     [healed] = await nemesis.heal()
     assert "b2" in healed["proof"]
     code, out = cluster.exec("b2", ["iptables", "-S", "OUTPUT"])

@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from harness.errors import UserError
 from harness.runtime.ssh import SshCluster, read_inventory
@@ -17,6 +19,22 @@ from tests.integration.test_ssh_runtime import inventory
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 __all__ = ["client", "image", "inventory", "source_snapshot"]  # fixtures, shared
+
+
+def another_key(kind: str) -> str:
+    """A fresh public key of `kind` in OpenSSH's format ("ssh-ed25519 AAAA…"). (The
+    hosts share one image, and so their host keys: another host's would be the same.)"""
+    if kind == "ssh-ed25519":
+        private = ed25519.Ed25519PrivateKey.generate()
+    elif kind.startswith("ecdsa-sha2-nistp"):
+        curves = {"256": ec.SECP256R1(), "384": ec.SECP384R1(), "521": ec.SECP521R1()}
+        private = ec.generate_private_key(curves[kind[-3:]])
+    else:
+        private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = private.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    return public.decode()
 
 
 def _reach_host(inventory_text: str, folder: Path, index: int = 0) -> None:
@@ -47,9 +65,7 @@ def test_unknown_keys_are_refused_unless_accept_new_records_them(
     host = read_inventory(tmp_path / "inventory.toml")[0].host
     assert recorded.startswith(f"{host} ")
     _reach_host(strict, tmp_path)  # recorded: now strict checking lets it in
-    known.write_text("")  # record the second host's key (same type) under the first's name
-    _reach_host(f'host_keys = "accept-new"\n{strict}', tmp_path, index=1)
-    [other] = known.read_text().splitlines()
-    known.write_text(f"{host} {other.split(' ', 1)[1]}\n")
+    kind = recorded.split()[1]
+    known.write_text(f"{host} {another_key(kind)}\n")  # as if the host had been replaced
     with pytest.raises(UserError, match="is not the one recorded"):
         _reach_host(f'host_keys = "accept-new"\n{strict}', tmp_path)
