@@ -13,6 +13,7 @@ Jepsen.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,11 @@ from core.generator import Context, Generator, Pending, Workload, clients, inter
 from core.history import HistoryWriter
 from harness.agent_client import AgentConnection
 from nemesis.base import Nemesis
+from nemesis.schedule import START_STOP
+
+log = logging.getLogger("bkchaos.controller")
+_STARTS = {start: kind for kind, (start, _) in START_STOP.items()}
+_STOPS = {stop: kind for kind, (_, stop) in START_STOP.items()}
 
 IDLE_POLL_S = 0.01
 """How soon a worker asks again when the generator waits on something other than the clock."""
@@ -49,9 +55,35 @@ class RunCounters:
     faults: list[str] = field(default_factory=list)
     fault_errors: list[str] = field(default_factory=list)
     phase: str = "starting"
+    in_force: dict[str, set[str]] = field(default_factory=dict)
+    """Fault kind -> the nodes it holds now (started, not yet stopped or healed)."""
+    listener: Callable[[], None] | None = None
+    """Called after every completed op (the simulation's progress: it has no wall clock
+    of its own to report on)."""
 
     def count(self, kind: str) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
+        if self.listener is not None:
+            self.listener()
+
+    def fault_done(self, f: str, value: Any) -> None:
+        """Track what a proven fault op leaves in force."""
+        nodes = (value or {}).get("nodes") if isinstance(value, dict) else None
+        names = {str(n) for n in nodes} if isinstance(nodes, list) else set()
+        if f in _STARTS:
+            self.in_force.setdefault(_STARTS[f], set()).update(names)
+        elif f in _STOPS:
+            held = self.in_force.get(_STOPS[f], set())
+            held -= names if names else held.copy()
+            if not held:
+                self.in_force.pop(_STOPS[f], None)
+
+
+def _brief(value: Any) -> str:
+    """A fault op's value without its proof (which goes to the history in full)."""
+    if isinstance(value, dict):
+        return str({k: v for k, v in value.items() if k != "proof"})
+    return str(value)
 
 
 @dataclass
@@ -188,9 +220,12 @@ class Controller:
             message = f"{type(exc).__name__}: {exc}"
             self.history.record("info", "nemesis", op["f"], op.get("value"), error=message)
             self.counters.fault_errors.append(f"{op['f']}: {message}")
+            log.warning("fault %s %s not proven: %s", op["f"], op.get("value"), message)
             return
         self.history.record("info", "nemesis", op["f"], value)
         self.counters.faults.append(op["f"])
+        self.counters.fault_done(op["f"], value)
+        log.info("fault %s %s", op["f"], _brief(value))
 
     async def heal(self) -> None:
         """Undo every fault still in force, recorded as a `heal` nemesis op with proofs."""
@@ -205,8 +240,11 @@ class Controller:
             done = None if proofs is None else {"proof": proofs}
             self.history.record("info", "nemesis", "heal", done, error=message)
             self.counters.fault_errors.append(f"heal: {message}")
+            log.warning("heal not proven: %s", message)
             return
         self.history.record("info", "nemesis", "heal", {"proof": proofs})
+        self.counters.in_force.clear()
+        log.info("healed: %s", [p.get("f") for p in proofs or [] if isinstance(p, dict)])
 
     async def _final_reads(self) -> None:
         """The workload's final ops, each retried: a closed read of every ledger (the

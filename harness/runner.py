@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import time
 from collections.abc import Callable
@@ -21,10 +22,12 @@ from core.generator import Generator
 from core.history import HistoryWriter
 from core.signals import sigterm_as_interrupt
 from harness.controller import Controller, RunCounters
+from harness.progress import ThrottledProgress, both, run_log
 from harness.report import try_write_report
 from harness.runtime import make_cluster
 from harness.runtime.local import LocalCluster
-from harness.store import collect_logs, link_latest, new_run_dir
+from harness.runtime.ownership import controller_id
+from harness.store import collect_logs, link_current, link_latest, new_run_dir, unlink_current
 from harness.testspec import TestSpec, parsed_grudge
 from nemesis.base import Composed, FaultNotProven
 from nemesis.clock import ClockNemesis
@@ -36,6 +39,7 @@ from nemesis.process import KillNemesis, PauseNemesis
 from nemesis.schedule import FaultCycle, ScheduleReplay, Targets
 from workloads import WORKLOADS
 
+log = logging.getLogger("bkchaos.runner")
 CLUSTER_READY_TIMEOUT_S = 60.0
 EXIT_CODES = {True: 0, False: 1, "unknown": 2}
 
@@ -137,21 +141,45 @@ def writer_bookies(cluster: Any) -> tuple[str, ...]:
 
 
 def run_test(
-    spec: TestSpec, on_progress: Callable[[RunCounters, float], None] | None = None
+    spec: TestSpec,
+    on_progress: Callable[[RunCounters, float], None] | None = None,
+    log_level: int = logging.INFO,
 ) -> tuple[Path, dict[str, Any]]:
-    """Run `spec` and return (run directory, results)."""
+    """Run `spec` and return (run directory, results). While it runs, the store's
+    `current` points at it and the controller's log goes to its `bkchaos.log` (progress
+    lines included, every few seconds)."""
     run_dir = new_run_dir(Path(spec.store), spec.name)
-    if spec.runtime == "sim":  # run_sim records test.json itself
-        return run_dir, _run_simulated(spec, run_dir)
+    link_current(run_dir)
+    try:
+        with run_log(run_dir, log_level):
+            log.info("run %s: %s", run_dir, json.dumps(json.loads(spec.to_json())))
+            progress = both(on_progress, ThrottledProgress(log.info))
+            if spec.runtime == "sim":  # run_sim records test.json itself
+                results = _run_simulated(spec, run_dir, progress)
+            else:
+                results = _run_cluster(spec, run_dir, progress)
+            log.info("verdict %s: %s", results["valid"], results.get("anomaly_types"))
+    finally:
+        unlink_current(run_dir)
+    return run_dir, results
+
+
+def _run_cluster(
+    spec: TestSpec, run_dir: Path, on_progress: Callable[[RunCounters, float], None]
+) -> dict[str, Any]:
+    """`spec` on a real cluster: up, run, heal, down, check, report."""
     (run_dir / "test.json").write_text(spec.to_json())
     nodes_dir = run_dir / "nodes"
     cluster = make_cluster(spec, nodes_dir)
+    _record_owner(run_dir, spec.runtime, cluster)
     history_path = run_dir / "history.jsonl"
     counters = RunCounters()
     interrupted = False
     with sigterm_as_interrupt(), HistoryWriter(history_path) as history:
         try:
+            log.info("starting the %s cluster", spec.runtime)
             cluster.up()
+            log.info("cluster up: run id %s", getattr(cluster, "run_id", None))
             schedule = _cluster_schedule(spec, cluster)
             controller = Controller(
                 history=history,
@@ -171,8 +199,10 @@ def run_test(
             asyncio.run(_with_progress(controller, history, on_progress))
         except KeyboardInterrupt:
             interrupted = True
+            log.warning("interrupted: healing and tearing down")
         finally:
             cluster.down()
+            log.info("cluster down")
             collect_logs(nodes_dir, run_dir)
             shutil.rmtree(nodes_dir, ignore_errors=True)
     results = checkers.check(history_path)  # the nemesis verdict too, from the history
@@ -181,10 +211,19 @@ def run_test(
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     try_write_report(run_dir)  # a report failure is logged; the run and its results stay
     link_latest(run_dir)
-    return run_dir, results
+    return results
 
 
-def _run_simulated(spec: TestSpec, run_dir: Path) -> dict[str, Any]:
+def _record_owner(run_dir: Path, runtime: str, cluster: Any) -> None:
+    """`run.json`: the run id every node of the run carries and the controller owning it
+    (harness/runtime/ownership.py), so `bkchaos gc` can be pointed at a run in the store."""
+    record = {"run_id": getattr(cluster, "run_id", None), "runtime": runtime}
+    (run_dir / "run.json").write_text(json.dumps({**record, "owner": controller_id()}) + "\n")
+
+
+def _run_simulated(
+    spec: TestSpec, run_dir: Path, on_progress: Callable[[RunCounters, float], None]
+) -> dict[str, Any]:
     """`spec` inside the deterministic simulation (harness/runtime/sim.py): the same
     workload, fault schedule and checkers, in virtual time; the results, stored as a real
     run's are (results.json, report, `latest`)."""
@@ -193,7 +232,8 @@ def _run_simulated(spec: TestSpec, run_dir: Path) -> dict[str, Any]:
     sim = SimSpec(**{name: getattr(spec, name) for name in SIM_SETTINGS})
     pool = tuple(spec.client_names() if spec.targets == "client" else spec.bookie_names())
     workload = WORKLOADS[spec.workload](spec)
-    results = run_sim(sim, run_dir, workload, fault_schedule(spec, pool), spec.to_json()).results
+    faults = fault_schedule(spec, pool)
+    results = run_sim(sim, run_dir, workload, faults, spec.to_json(), on_progress).results
     try_write_report(run_dir)
     link_latest(run_dir)
     return results
@@ -217,12 +257,8 @@ schedule, explicit or seeded, are built from the TestSpec and handed over whole)
 async def _with_progress(
     controller: Controller,
     history: HistoryWriter,
-    on_progress: Callable[[RunCounters, float], None] | None,
+    on_progress: Callable[[RunCounters, float], None],
 ) -> None:
-    if on_progress is None:
-        await controller.run()
-        return
-
     async def report() -> None:
         while True:
             on_progress(controller.counters, history.elapsed_s())

@@ -2,7 +2,8 @@
 
 A run directory holds `test.json`, `history.jsonl`, `results.json`, `report.html`,
 `logs/<node>/…` and `bkchaos.log`. `store/latest` and `store/<test>/latest` point at the
-newest run so people (and `bkchaos check store/latest`) find it without looking.
+newest run so people (and `bkchaos check store/latest`) find it without looking;
+`store/current` at the run going on (the newest, if several share the store).
 """
 
 from __future__ import annotations
@@ -46,6 +47,25 @@ def new_run_dir(store: Path, test_name: str) -> Path:
     raise UserError(f"too many runs of {test_name} at {stamp} in {store}")
 
 
+def link_current(run_dir: Path) -> None:
+    """Point the store's `current` at `run_dir` while it runs."""
+    _relink(run_dir.parent.parent / "current", f"{run_dir.parent.name}/{run_dir.name}")
+
+
+def unlink_current(run_dir: Path) -> None:
+    """Remove `current` if it still points at `run_dir` (a later run may have taken it)."""
+    link = run_dir.parent.parent / "current"
+    if os.path.islink(link) and os.readlink(link) == f"{run_dir.parent.name}/{run_dir.name}":
+        link.unlink(missing_ok=True)
+
+
+def _relink(link: Path, target: str) -> None:
+    tmp = link.with_name(link.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    os.symlink(target, tmp)
+    tmp.replace(link)
+
+
 def link_latest(run_dir: Path) -> None:
     """Point `<test>/latest` and the store's `latest` at `run_dir` (relative links)."""
     test_dir = run_dir.parent
@@ -53,10 +73,7 @@ def link_latest(run_dir: Path) -> None:
         (test_dir / "latest", run_dir.name),
         (test_dir.parent / "latest", f"{test_dir.name}/{run_dir.name}"),
     ):
-        tmp = link.with_name(link.name + ".tmp")
-        tmp.unlink(missing_ok=True)
-        os.symlink(target, tmp)
-        tmp.replace(link)
+        _relink(link, target)
 
 
 def collect_logs(nodes_dir: Path, run_dir: Path) -> None:

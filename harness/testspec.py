@@ -73,7 +73,8 @@ class TestSpec:
     packet: str = ""
     """How a seeded `packet` fault shapes its node's egress: `key=value` pairs of
     nemesis.net.NETEM_KEYS and `rate` ("rate=200kbit", "delay_ms=100,loss_pct=5"); empty:
-    the nemesis's default (a 50±10 ms delay). A rate alone needs no netem (tbf). `to=b1+b2`
+    the nemesis's default (a 50±10 ms delay). Loss and rate alone need no netem (iptables
+    statistic, tbf: nemesis.net.packet_plan). `to=b1+b2`
     shapes only what the node sends to those nodes (a link)."""
     time_limit: float = 30.0
     concurrency: int = 4

@@ -1,5 +1,6 @@
-"""Network faults inside the nodes: partitions (iptables) and packet faults (tc netem,
-or tbf for a rate limit alone).
+"""Network faults inside the nodes: partitions (iptables) and packet faults (tc netem for
+delay, duplicate, reorder and corrupt; without them, loss through iptables' `statistic`
+match and a rate limit through tbf/htb, which kernels without netem have).
 
 Both need a node per network namespace, so the docker or ssh runtime (the local runtime's
 processes share loopback and are refused at test validation). Where the Docker engine
@@ -21,6 +22,9 @@ node from a peer before and after.
 from __future__ import annotations
 
 import asyncio
+import re
+import shlex
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from nemesis.base import FaultNotProven, stream
@@ -45,9 +49,20 @@ TBF_LATENCY_MS = 500
 TBF_MIN_BURST_BYTES = 1600
 """A token bucket must hold at least one full-size packet, or nothing ever leaves."""
 NO_NETEM = (
-    "the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM / module sch_netem): packet "
-    "faults cannot be injected on this host; load sch_netem or use a kernel that has it"
+    "the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM / module sch_netem): delay, "
+    "jitter, duplicate, reorder and corrupt cannot be injected on this host (loss and rate "
+    "can, alone or together: iptables statistic and tbf); load sch_netem or use a kernel "
+    "that has it"
 )
+NO_STATISTIC = (
+    "iptables has no statistic match (CONFIG_NETFILTER_XT_MATCH_STATISTIC / module "
+    "xt_statistic): packet loss cannot be injected on this host without netem"
+)
+LOSS_CHAIN = "BKCHAOS-LOSS"
+"""Our own chain, jumped to from OUTPUT, holding a loss fault's random DROP rules (apart
+from the partition's BKCHAOS chain, so either fault heals without touching the other)."""
+NETEM_ONLY_KEYS = ("delay_ms", "jitter_ms", "duplicate_pct", "reorder_pct", "corrupt_pct")
+"""Parameters only netem can do; loss and rate have a mechanism every kernel has."""
 
 
 class NetRuntime(NodeRuntime, Protocol):
@@ -143,11 +158,8 @@ class PartitionNemesis:
         for node, drops in sorted(cut.items()):
             if not drops:
                 continue
-            rules = "".join(f" && iptables -A {CHAIN} -s {ips[d]} -j DROP" for d in sorted(drops))
             self.touched.add(node)
-            await _sh(
-                self.runtime, node, f"iptables -N {CHAIN} && iptables -I INPUT -j {CHAIN}{rules}"
-            )
+            await _sh(self.runtime, node, drop_rules([ips[d] for d in sorted(drops)]))
 
     async def _heal(self) -> dict[str, Any]:
         """Remove our chain from every node we touched and reconnect every node we took
@@ -170,6 +182,13 @@ class PartitionNemesis:
         if not self.touched and not self.disconnected:
             return []
         return [{"f": "stop-partition", "proof": await self._heal()}]
+
+
+def drop_rules(addresses: list[str]) -> str:
+    """Shell that creates our chain, jumps to it from INPUT and drops what `addresses`
+    send (each quoted: an address reaches a root shell on the node)."""
+    rules = "".join(f" && iptables -A {CHAIN} -s {shlex.quote(ip)} -j DROP" for ip in addresses)
+    return f"iptables -N {CHAIN} && iptables -I INPUT -j {CHAIN}{rules}"
 
 
 def _only_isolated(cut: Grudge, names: list[str]) -> str:
@@ -216,8 +235,8 @@ def _check(probes: dict[str, dict[str, Any]], cut: Grudge) -> None:
 
 
 class PacketNemesis:
-    """`start-packet` / `stop-packet`: tc netem (or, for a rate limit alone, tbf) on each
-    target node's interface.
+    """`start-packet` / `stop-packet`: on each target node's interface, tc netem — or,
+    for loss and rate alone, iptables' statistic match and tbf (packet_plan).
 
     Op value (all optional): `delay_ms`, `jitter_ms`, `loss_pct`, `duplicate_pct`,
     `reorder_pct`, `corrupt_pct` and `rate` (e.g. "1mbit"); defaults to a 50±10 ms delay.
@@ -237,7 +256,7 @@ class PacketNemesis:
 
     def _dev(self, node: str) -> str:
         """Shell that sets $dev to the node's interface on the run's network."""
-        route = f"ip -o route get {self._peer(node).ip}"
+        route = f"ip -o route get {shlex.quote(self._peer(node).ip)}"
         return f"dev=$({route} | sed 's/.* dev \\([^ ]*\\).*/\\1/')"
 
     async def _connect_ms(self, node: str, peer: str | None = None) -> float | None:
@@ -263,65 +282,95 @@ class PacketNemesis:
         if not nodes:
             raise ValueError("start-packet needs value.nodes (a list of node names)")
         params = netem_params(value)
-        qdisc = shaping_qdisc(params)
-        kind = qdisc.split()[0]
+        plan = packet_plan(params)
         to = packet_destinations(value, [n.name for n in self.runtime.nodes])
         if not _has_net_admin(self.runtime):
-            raise FaultNotProven(f"{NO_NET_ADMIN}: packet faults (tc {kind}) are unavailable")
-        addresses = {n.name: n.ip for n in self.runtime.nodes if n.name in to}
+            raise FaultNotProven(
+                f"{NO_NET_ADMIN}: packet faults ({plan.mechanism}) are unavailable"
+            )
+        addresses = [n.ip for n in self.runtime.nodes if n.name in to]
         peer = to[0] if to else None  # a shaped link's far end sees the shaping
-        script = (
-            _link_shaping(qdisc, [addresses[d] for d in to])
-            if to
-            else f"tc qdisc replace dev $dev root {qdisc}"
-        )
         proof = {}
         for node in nodes:
             before = await self._connect_ms(node, peer)
-            try:
-                shown = await _sh(
-                    self.runtime,
-                    node,
-                    f"{self._dev(node)} && {script} && tc qdisc show dev $dev"
-                    + (" && tc filter show dev $dev" if to else ""),
-                )
-            except FaultNotProven as exc:
-                if "qdisc kind is unknown" in str(exc):
-                    raise FaultNotProven(NO_NETEM if kind == "netem" else NO_TBF) from None
-                raise
-            self.shaped.add(node)
-            if f"qdisc {kind} " not in shown:
-                raise FaultNotProven(f"no {kind} qdisc on {node} after adding it: {shown.strip()}")
-            unfiltered = [d for d in to if _u32_match(addresses[d]) not in shown]
-            if unfiltered:
-                raise FaultNotProven(
-                    f"no tc filter on {node} sends its packets to {unfiltered} through the "
-                    f"shaping: {shown.strip()}"
-                )
+            self.shaped.add(node)  # whatever part took effect is undone by heal
+            shown = await self._shape(node, plan, addresses)
             after = await self._connect_ms(node, peer)
             proof[node] = {
-                "qdisc": shown.strip(),
+                "mechanism": plan.mechanism,
+                **shown,
                 "connect_ms_before": before,
                 "connect_ms_after": after,
             }
             floor = params.get("delay_ms", 0) - params.get("jitter_ms", 0) - DELAY_SLACK_MS
             if "delay_ms" in params and (after is None or after < floor):
-                raise FaultNotProven(f"connects to {node} take {after} ms under {qdisc}")
-        return {**value, **params, "proof": proof}
+                raise FaultNotProven(f"connects to {node} take {after} ms under {plan.qdisc}")
+        return {**value, **params, "mechanism": plan.mechanism, "proof": proof}
+
+    async def _shape(self, node: str, plan: PacketPlan, addresses: list[str]) -> dict[str, str]:
+        """Install `plan` on `node` (replacing any earlier packet fault there) and return
+        what the kernel reports of it: the qdisc (and filter) listing, the loss rules."""
+        if plan.qdisc is None:
+            tc = DELETE_ROOT
+        elif addresses:
+            tc = _link_shaping(plan.qdisc, addresses)
+        else:
+            tc = f"tc qdisc replace dev $dev root {plan.qdisc}"
+        loss = (
+            DELETE_LOSS
+            if plan.loss_probability is None
+            else loss_rules(plan.loss_probability, addresses)
+        )
+        show = "tc qdisc show dev $dev" + (" && tc filter show dev $dev" if addresses else "")
+        try:
+            shown = await _sh(
+                self.runtime,
+                node,
+                f"{self._dev(node)} && {tc} && {loss} && {show} && echo {MARK} && "
+                f"{{ iptables -S {LOSS_CHAIN} 2>/dev/null || true; }}",
+            )
+        except FaultNotProven as exc:
+            if "qdisc kind is unknown" in str(exc):
+                kind = (plan.qdisc or "").split()[0]
+                raise FaultNotProven(NO_NETEM if kind == "netem" else NO_TBF) from None
+            if "match `statistic'" in str(exc):
+                raise FaultNotProven(f"{NO_STATISTIC}: {exc}") from None
+            raise
+        qdiscs, _, rules = shown.partition(MARK)
+        if plan.qdisc is not None:
+            kind = plan.qdisc.split()[0]
+            if f"qdisc {kind} " not in qdiscs:
+                raise FaultNotProven(f"no {kind} qdisc on {node} after adding it: {qdiscs.strip()}")
+            unfiltered = [ip for ip in addresses if _u32_match(ip) not in qdiscs]
+            if unfiltered:
+                raise FaultNotProven(
+                    f"no tc filter on {node} sends its packets to {unfiltered} through the "
+                    f"shaping: {qdiscs.strip()}"
+                )
+        if plan.loss_probability is not None:
+            check_loss_rules(rules, plan.loss_probability, addresses)
+        return {"qdisc": qdiscs.strip(), "iptables": rules.strip()}
 
     async def _clear(self, nodes: list[str]) -> dict[str, Any]:
-        """Unshape `nodes`, proven by their root qdisc: none of ours is left. A node with
-        nothing to remove (its start-packet never took effect) is simply proven unshaped."""
+        """Unshape `nodes`, proven by their root qdisc and OUTPUT chain: none of ours is
+        left. A node with nothing to remove (its start-packet never took effect) is simply
+        proven unshaped."""
         proof = {}
         for node in nodes:
             shown = await _sh(
-                self.runtime, node, f"{self._dev(node)} && {DELETE_ROOT} && tc qdisc show dev $dev"
+                self.runtime,
+                node,
+                f"{self._dev(node)} && {DELETE_ROOT} && {DELETE_LOSS} && "
+                f"tc qdisc show dev $dev && echo {MARK} && iptables -S OUTPUT",
             )
-            left = [kind for kind in SHAPING_QDISCS if f"qdisc {kind} " in shown]
+            qdiscs, _, output_chain = shown.partition(MARK)
+            left = [kind for kind in SHAPING_QDISCS if f"qdisc {kind} " in qdiscs]
+            if LOSS_CHAIN in output_chain:
+                left.append(f"iptables {LOSS_CHAIN}")
             if left:
                 raise FaultNotProven(f"{node} still shapes its packets ({left}): {shown.strip()}")
             self.shaped.discard(node)
-            proof[node] = {"qdisc": shown.strip(), "connect_ms": await self._connect_ms(node)}
+            proof[node] = {"qdisc": qdiscs.strip(), "connect_ms": await self._connect_ms(node)}
         return proof
 
     async def heal(self) -> list[dict[str, Any]]:
@@ -330,6 +379,8 @@ class PacketNemesis:
         return [{"f": "stop-packet", "proof": await self._clear(sorted(self.shaped))}]
 
 
+MARK = "--bkchaos--"
+"""Printed between the tc listing and the iptables listing of one shell command."""
 DELETE_ROOT = "{ tc qdisc del dev $dev root 2>/dev/null || true; }"
 """Remove the root qdisc of $dev if there is one (none to remove is no error)."""
 SHAPING_QDISCS = ("netem", "tbf", "htb")
@@ -356,7 +407,8 @@ def _link_shaping(qdisc: str, addresses: list[str]) -> str:
         ),
         f"tc qdisc add dev $dev parent {LINK_CLASS} handle 2: {qdisc}",
         *(
-            f"tc filter add dev $dev parent 1: protocol ip prio 1 u32 match ip dst {ip}/32 "
+            "tc filter add dev $dev parent 1: protocol ip prio 1 u32 match ip dst "
+            f"{shlex.quote(ip + '/32')} "
             f"flowid {LINK_CLASS}"
             for ip in addresses
         ),
@@ -419,6 +471,82 @@ def netem_params(value: dict[str, Any]) -> dict[str, Any]:
     params = {k: value[k] for k in (*NETEM_KEYS, "rate") if k in value} or dict(NETEM_DEFAULTS)
     netem_arguments(params)
     return params
+
+
+@dataclass(frozen=True)
+class PacketPlan:
+    """How a packet fault is injected: a root qdisc (netem, or tbf for a rate) and/or a
+    random DROP in iptables for loss — netem when any parameter needs it (it then does
+    everything, loss included), the portable mechanisms otherwise, on every kernel alike
+    so a run means the same wherever it ran."""
+
+    qdisc: str | None
+    loss_probability: float | None
+
+    @property
+    def mechanism(self) -> str:
+        """What the proof names: e.g. "tc netem", "iptables statistic + tc tbf"."""
+        parts = ["iptables statistic"] if self.loss_probability is not None else []
+        if self.qdisc:
+            parts.append(f"tc {self.qdisc.split()[0]}")
+        return " + ".join(parts)
+
+
+def packet_plan(params: dict[str, Any]) -> PacketPlan:
+    """The mechanisms for checked shaping `params` (netem_params' result)."""
+    if any(key in params for key in NETEM_ONLY_KEYS):
+        return PacketPlan(shaping_qdisc(params), None)
+    qdisc = shaping_qdisc({"rate": params["rate"]}) if "rate" in params else None
+    loss = params.get("loss_pct")
+    return PacketPlan(qdisc, None if loss is None else loss / 100)
+
+
+def loss_rules(probability: float, addresses: list[str]) -> str:
+    """Shell that (re)creates LOSS_CHAIN with a random DROP of the packets $dev sends —
+    to `addresses` only, if any — and jumps to it from OUTPUT once. A dropped outgoing
+    TCP segment is resent by TCP as a lost one is."""
+    match = [f"-d {shlex.quote(ip + '/32')} " for ip in addresses] or [""]
+    drops = " && ".join(
+        f"iptables -A {LOSS_CHAIN} -o $dev {dst}-m statistic --mode random "
+        f"--probability {probability:.10f} -j DROP"
+        for dst in match
+    )
+    return (
+        f"{{ iptables -N {LOSS_CHAIN} 2>/dev/null || iptables -F {LOSS_CHAIN}; }} && "
+        f"{{ iptables -C OUTPUT -j {LOSS_CHAIN} 2>/dev/null || "
+        f"iptables -I OUTPUT -j {LOSS_CHAIN}; }} && {drops}"
+    )
+
+
+DELETE_LOSS = (
+    f"{{ iptables -D OUTPUT -j {LOSS_CHAIN} 2>/dev/null; iptables -F {LOSS_CHAIN} 2>/dev/null; "
+    f"iptables -X {LOSS_CHAIN} 2>/dev/null; true; }}"
+)
+"""Remove a loss fault's chain if there is one (none to remove is no error)."""
+
+_PROBABILITY = re.compile(r"--probability ([0-9.]+)")
+
+
+def check_loss_rules(shown: str, probability: float, addresses: list[str]) -> None:
+    """`iptables -S LOSS_CHAIN` as the kernel reports it must hold one random DROP per
+    destination (or one for the interface) at `probability`: the proof of a loss fault."""
+    rules = [line for line in shown.splitlines() if line.startswith(f"-A {LOSS_CHAIN} ")]
+    wanted = addresses or [None]
+    for ip in wanted:
+        found = [
+            rule
+            for rule in rules
+            if "-j DROP" in rule
+            and (ip is None or f"-d {ip}/32" in rule)
+            and (m := _PROBABILITY.search(rule))
+            and abs(float(m.group(1)) - probability) < 1e-6
+        ]
+        if not found:
+            where = f"to {ip}" if ip else "on the interface"
+            raise FaultNotProven(
+                f"no iptables random DROP {where} at probability {probability} in "
+                f"{LOSS_CHAIN}: {shown.strip()}"
+            )
 
 
 def shaping_qdisc(params: dict[str, Any]) -> str:

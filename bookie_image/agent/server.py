@@ -4,8 +4,9 @@ One request per line, `{"id": n, "f": "append", "value": {...}, "timeout": secon
 one reply per line, `{"id": n, "type": "ok"|"fail"|"info", "value": {...}|null,
 "error": str|null}`. `{"id": n, "f": "ping"}` answers `ok` once the client is connected
 to ZooKeeper, which is how a controller knows the agent is ready. A line that is not a
-valid request is answered with `fail` and an error that says what is wrong; the
-connection stays open. Each connection is one worker: its requests run one at a time.
+valid request is answered with `fail` and an error that says what is wrong — one nested
+deeper than the interpreter's recursion limit (about 1000) too — and the connection stays
+open. Each connection is one worker: its requests run one at a time.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ def _reply(request_id: Any, kind: str, value: Any = None, error: str | None = No
 
 async def _answer(executor: Executor, line: bytes) -> bytes:
     try:
-        request = json.loads(line)
+        try:
+            request = json.loads(line)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply (a request is a flat object)") from None
         if not isinstance(request, dict) or not isinstance(request.get("f"), str):
             raise ValueError('a request is a JSON object with a string "f"')
         timeout = float(request.get("timeout", DEFAULT_TIMEOUT_S))

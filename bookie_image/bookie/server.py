@@ -4,6 +4,13 @@ The transport is an interface (:class:`Transport`, which asyncio's transports sa
 a simulation can feed `data_received` and collect writes without sockets. Replies produced
 in one loop step are coalesced into one write.
 
+Memory per connection is bounded: once its unsent replies (queued here and in the
+transport's buffer) exceed MAX_UNSENT_BYTES, the connection stops decoding requests and
+stops reading from the socket — the kernel's buffers fill and TCP pushes back on the
+client — until the replies drain below a quarter of that (asyncio's pause_writing /
+resume_writing). A client that never reads its replies costs one bound, not one reply
+per request.
+
 A malformed frame is answered with EBADREQ (or EBADVERSION) when its request id and
 opcode are readable, otherwise the connection is closed; either way it is logged as
 `protocol-error` and every other connection keeps being served.
@@ -31,6 +38,11 @@ from .bookie import Bookie
 from .events import EventLog
 
 _NOWHERE = LedgerId(0, 0)
+MAX_UNSENT_BYTES = 4 << 20
+"""Replies a connection may hold unsent before it stops reading requests: a few of the
+largest entries (1 MiB in the workloads), far more than a reading client ever lets pile
+up. A reply already being made when the bound is crossed is still sent, so the bound is
+this plus the replies of requests in flight (reads answer at once; adds are small)."""
 
 # opcode -> the error response for a request we could not decode (docs/protocol.md)
 _ERROR_RESPONSES = {
@@ -51,6 +63,12 @@ class Transport(Protocol):
 
     def pause_reading(self) -> None: ...
 
+    def resume_reading(self) -> None: ...
+
+    def get_write_buffer_size(self) -> int: ...
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None: ...
+
     def get_extra_info(self, name: str, default: Any = None) -> Any: ...
 
 
@@ -63,9 +81,13 @@ class BookieConnection(asyncio.Protocol):
         self._transport: Transport | None = None
         self._peer = "?"
         self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._held = False  # not decoding or reading: too many replies unsent
+        self._stopping = False  # shutdown: reading stays paused
 
     def connection_made(self, transport: Any) -> None:
         self._transport = transport
+        transport.set_write_buffer_limits(high=MAX_UNSENT_BYTES, low=MAX_UNSENT_BYTES // 4)
         self._live.add(self)
         peer = transport.get_extra_info("peername")
         if peer:
@@ -75,14 +97,45 @@ class BookieConnection(asyncio.Protocol):
         self._live.discard(self)
         self._transport = None
         self._out.clear()
+        self._out_bytes = 0
 
     def pause(self) -> None:
         """Stop reading requests (shutdown); answers still go out."""
+        self._stopping = True
         if self._transport is not None:
             self._transport.pause_reading()
 
+    def pause_writing(self) -> None:
+        """asyncio: the transport's buffer is over MAX_UNSENT_BYTES; stop reading."""
+        self._hold()
+
+    def resume_writing(self) -> None:
+        """asyncio: the buffer drained below a quarter of the bound; read again."""
+        self._release()
+
+    def _unsent(self) -> int:
+        buffered = self._transport.get_write_buffer_size() if self._transport else 0
+        return self._out_bytes + buffered
+
+    def _hold(self) -> None:
+        if not self._held and self._transport is not None:
+            self._held = True
+            self._transport.pause_reading()
+
+    def _release(self) -> None:
+        """Decode what was received meanwhile, then read again (unless shutting down)."""
+        if not self._held or self._transport is None or self._unsent() > MAX_UNSENT_BYTES:
+            return
+        if self._stopping:  # shutting down or closing: no more requests
+            return
+        self._held = False
+        self._handle_requests()
+        if not self._held and not self._stopping and self._transport is not None:
+            self._transport.resume_reading()
+
     def close(self) -> None:
         """Send what is already answered, then close."""
+        self._stopping = True
         if self._transport is not None:
             self._flush()
             self._transport.close()
@@ -90,7 +143,14 @@ class BookieConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._codec.receive_data(data)
+        self._handle_requests()
+
+    def _handle_requests(self) -> None:
+        """Hand every complete request to the bookie, until too many replies are unsent."""
         while self._transport is not None:
+            if self._unsent() > MAX_UNSENT_BYTES:
+                self._hold()
+                return
             try:
                 request = self._codec.next_event()
             except RemoteProtocolError as exc:
@@ -121,9 +181,14 @@ class BookieConnection(asyncio.Protocol):
             return
         if not self._out:
             asyncio.get_running_loop().call_soon(self._flush)
-        self._out.append(self._codec.send(response))
+        frame = self._codec.send(response)
+        self._out.append(frame)
+        self._out_bytes += len(frame)
 
     def _flush(self) -> None:
         if self._out and self._transport is not None and not self._transport.is_closing():
             self._transport.write(b"".join(self._out))
         self._out.clear()
+        self._out_bytes = 0
+        if self._held and self._transport is not None:
+            self._release()  # the socket took it all: no resume_writing will come

@@ -9,8 +9,10 @@ it runs, so `bkchaos --help` and `bkchaos check` stay light (no docker, Spark, k
 
 from __future__ import annotations
 
+import logging
 import sys
 import traceback
+from dataclasses import dataclass
 
 import click
 
@@ -22,10 +24,55 @@ BAD_INPUT = 254
 HARNESS_CRASH = 255
 
 
+@dataclass(frozen=True)
+class Verbosity:
+    """-v / -q of the whole command line: what goes to stderr while a command runs."""
+
+    verbose: int = 0
+    quiet: bool = False
+
+    @property
+    def log_level(self) -> int:
+        """The controller's log on stderr (the run's bkchaos.log always has INFO)."""
+        if self.quiet:
+            return logging.ERROR
+        return {0: logging.WARNING, 1: logging.INFO}.get(self.verbose, logging.DEBUG)
+
+
+def verbosity() -> Verbosity:
+    """The -v / -q given to `bkchaos` (defaults outside a command line)."""
+    context = click.get_current_context(silent=True)
+    found = context.find_root().obj if context is not None else None
+    return found if isinstance(found, Verbosity) else Verbosity()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="bkchaos")
-def cli() -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Also log what the controller does (faults, heals, cluster) to stderr; -vv: debug.",
+)
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No progress and no log on stderr: errors and each run's verdict only.",
+)
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
     """bkchaos: Jepsen-style fault injection for BookKeeper-style replicated logs."""
+    ctx.obj = Verbosity(verbose, quiet)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(ctx.obj.log_level)
+    root = logging.getLogger()
+    for previous in [h for h in root.handlers if getattr(h, "bkchaos_stderr", False)]:
+        root.removeHandler(previous)  # a command line run again in one process (tests)
+    handler.bkchaos_stderr = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(min(root.level or logging.WARNING, ctx.obj.log_level, logging.INFO))
 
 
 @cli.group(cls=LazyGroup)

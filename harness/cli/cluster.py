@@ -11,6 +11,7 @@ import click
 from harness.errors import UserError
 from harness.runtime.base import STATE_FILE, Cluster
 from harness.runtime.local import LocalCluster
+from harness.runtime.ownership import DETACHED
 
 DEFAULT_DIR = Path(".bkchaos/cluster")
 RUNTIMES = ("local", "docker", "ssh")
@@ -84,13 +85,15 @@ def up(
         from harness.runtime.docker import DockerCluster
 
         tag = image or build_with_progress().tag
-        started = DockerCluster(state_dir.resolve(), image=tag, zk_count=zookeepers, **sizes)
+        started = DockerCluster(
+            state_dir.resolve(), image=tag, zk_count=zookeepers, owner=DETACHED, **sizes
+        )
     elif runtime == "ssh":
         from harness.runtime.ssh import SshCluster
 
         started = SshCluster(state_dir.resolve(), inventory=inventory, zk_count=zookeepers, **sizes)
     else:
-        started = LocalCluster(state_dir.resolve(), **sizes)
+        started = LocalCluster(state_dir.resolve(), **sizes, detached=True)
     started.up()
     _print_status(started.status(), as_json)
 

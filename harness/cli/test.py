@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections import Counter
 from pathlib import Path
 
 import click
@@ -13,13 +12,14 @@ from rich.console import Console
 from rich.live import Live
 
 from core.verdict import reasons
+from harness.cli import verbosity
 from harness.cli.cluster import inventory_option, zk_option
-from harness.controller import RunCounters
 from harness.errors import UserError
+from harness.progress import plain_progress, progress_line
 from harness.runner import exit_code, run_test
 from harness.testspec import NEMESIS_ORDERS, RUNTIMES, TARGETS, WORKLOADS, TestSpec
 from nemesis.disk import CORRUPT_MODES
-from nemesis.kinds import NEMESES
+from nemesis.kinds import OPT_IN_NEMESES, RUNTIME_NEMESES
 
 
 def _csv(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -41,6 +41,24 @@ def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return tuple(steps)
 
 
+def fault_kinds_help() -> str:
+    """Every fault kind, from nemesis.kinds.RUNTIME_NEMESES, grouped by the runtimes that can
+    inject it (so the help never lags behind the code)."""
+    by_runtimes: dict[tuple[str, ...], list[str]] = {}
+    kinds = dict.fromkeys(kind for kinds in RUNTIME_NEMESES.values() for kind in kinds)
+    for kind in kinds:
+        where = tuple(r for r, allowed in RUNTIME_NEMESES.items() if kind in allowed)
+        by_runtimes.setdefault(where, []).append(kind)
+    groups = []
+    for where, group in by_runtimes.items():
+        runtimes = "every runtime" if set(where) == set(RUNTIMES) else ", ".join(where)
+        opt_in = (
+            " — loses acknowledged data on purpose" if set(group) <= set(OPT_IN_NEMESES) else ""
+        )
+        groups.append(f"{', '.join(group)} ({runtimes}{opt_in})")
+    return "Comma-separated fault kinds: " + "; ".join(groups) + "."
+
+
 pipeline_option = click.option(
     "--pipeline",
     type=int,
@@ -58,7 +76,7 @@ pipeline_option = click.option(
     "--nemesis",
     default="",
     callback=_csv,
-    help=f"Comma-separated faults, from: {', '.join(NEMESES)}.",
+    help=fault_kinds_help(),
 )
 @click.option(
     "--nemesis-interval",
@@ -76,10 +94,20 @@ pipeline_option = click.option(
     "chance), or nest them in the order given (each started, on other nodes, while the "
     "ones before it hold).",
 )
-@click.option("--time-limit", type=float, default=30.0, show_default=True)
-@click.option("--concurrency", type=int, default=4, show_default=True)
-@click.option("--clients", type=int, default=2, show_default=True, help="Client agents.")
-@click.option("--rate", type=float, default=200.0, show_default=True, help="Client ops/s.")
+@click.option(
+    "--time-limit",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds of workload and faults (then heal and final reads).",
+)
+@click.option(
+    "--concurrency", type=int, default=4, show_default=True, help="Client workers (processes)."
+)
+@click.option("--clients", type=int, default=2, show_default=True, help="Client agents (nodes).")
+@click.option(
+    "--rate", type=float, default=200.0, show_default=True, help="Client ops per second, in all."
+)
 @click.option(
     "--targets",
     type=click.Choice(TARGETS),
@@ -103,21 +131,43 @@ pipeline_option = click.option(
     "--packet",
     default="",
     metavar="KEY=VALUE,...",
-    help='How packet faults shape a node\'s egress: "rate=200kbit" (tbf: needs no netem), '
-    '"delay_ms=100,loss_pct=5", "rate=64kbit,to=b1" (only what it sends to b1), ... '
+    help="How packet faults shape a node's egress (ms, %, tc rates such as 200kbit): "
+    '"rate=200kbit" or "loss_pct=5,rate=1mbit" (tbf and iptables: need no netem), '
+    '"delay_ms=100,loss_pct=5" (netem), "rate=64kbit,to=b1" (only what it sends to b1), ... '
     "(default: a 50±10 ms delay).",
 )
-@click.option("--op-timeout", type=float, default=10.0, show_default=True)
-@click.option("--bookies", type=int, default=4, show_default=True)
+@click.option(
+    "--op-timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds before an op is given up (recorded as info).",
+)
+@click.option("--bookies", type=int, default=4, show_default=True, help="Bookies (nodes).")
 @zk_option
-@click.option("--ensemble", type=int, default=3, show_default=True)
-@click.option("--wq", "write_quorum", type=int, default=2, show_default=True)
-@click.option("--aq", "ack_quorum", type=int, default=2, show_default=True)
+@click.option("--ensemble", type=int, default=3, show_default=True, help="Bookies per ledger (E).")
+@click.option(
+    "--wq",
+    "write_quorum",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Bookies each entry is written to (WQ).",
+)
+@click.option(
+    "--aq",
+    "ack_quorum",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Bookie acks an add waits for (AQ).",
+)
 @click.option(
     "--digest",
     type=click.Choice(["crc32", "crc32c", "hmac-sha1", "dummy"]),
     default="crc32c",
     show_default=True,
+    help="Entry digest type.",
 )
 @click.option("--id-bits", type=int, default=64, show_default=True, help="64, or 128 (BP-35).")
 @click.option(
@@ -126,7 +176,7 @@ pipeline_option = click.option(
     help="Ledgers replace a bookie that misses an entry even after AQ acked it (all WQ copies).",
 )
 @click.option(
-    "--entry-size", type=int, default=0, show_default=True, help="Pad payloads to N bytes."
+    "--entry-size", type=int, default=0, show_default=True, help="Pad payloads to this many bytes."
 )
 @click.option(
     "--takeovers",
@@ -148,9 +198,18 @@ pipeline_option = click.option(
 @pipeline_option
 @click.option("--bug", "bugs", multiple=True, help="Switch on a seeded bug (repeatable).")
 @click.option("--seed", type=int, default=None, help="Seed (default: random, recorded).")
-@click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True)
+@click.option(
+    "--runtime",
+    type=click.Choice(RUNTIMES),
+    default="docker",
+    show_default=True,
+    help="Where the cluster runs: containers, processes on loopback, ssh hosts, or the "
+    "deterministic simulation (docs/runtimes.md).",
+)
 @inventory_option
-@click.option("--store", default="store", show_default=True)
+@click.option(
+    "--store", default="store", show_default=True, help="Directory the run directories go to."
+)
 @click.option(
     "--schedule",
     metavar="FILE",
@@ -186,25 +245,22 @@ def worst(codes: list[int]) -> int:
 
 
 def run_shown(console: Console, spec: TestSpec) -> tuple[Path, dict]:
-    """Run one test with live progress on `console`, then print its summary."""
+    """Run one test with progress on `console` — a live line on a terminal, plain
+    timestamped lines every few seconds elsewhere, none with -q — then its summary."""
+    shown = verbosity()
     console.print(
         f"[bold]{spec.name}[/] seed {spec.seed}: {spec.workload} workload, "
         f"nemesis {','.join(spec.nemesis) or 'none'}, {spec.time_limit:.0f}s"
     )
-    with Live(console=console, refresh_per_second=4, transient=True) as live:
-        run_dir, results = run_test(spec, lambda c, t: live.update(_progress(c, t)))
+    if shown.quiet:
+        run_dir, results = run_test(spec, None)
+    elif console.is_terminal:
+        with Live(console=console, refresh_per_second=4, transient=True) as live:
+            run_dir, results = run_test(spec, lambda c, t: live.update(progress_line(c, t)))
+    else:
+        run_dir, results = run_test(spec, plain_progress(console.file))
     _summary(console, run_dir, results)
     return run_dir, results
-
-
-def _progress(counters: RunCounters, elapsed: float) -> str:
-    faults = Counter(counters.faults)
-    active = ", ".join(f"{f}×{n}" for f, n in faults.items()) or "none"
-    return (
-        f"{counters.phase:12} {elapsed:6.1f}s  ok {counters.ok}  fail {counters.fail}  "
-        f"info {counters.info}  faults: {active}"
-        + (f"  [red]unproven {len(counters.fault_errors)}[/]" if counters.fault_errors else "")
-    )
 
 
 def _summary(console: Console, run_dir: Path, results: dict) -> None:

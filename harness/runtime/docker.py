@@ -38,6 +38,7 @@ from docker.types import EndpointConfig, IPAMConfig, IPAMPool
 
 from harness.errors import UserError
 from harness.runtime.base import STATE_FILE
+from harness.runtime.ownership import OWNER_LABEL, controller_id
 from harness.runtime.supervised import (
     AGENT_PORT,
     BOOKIE_PORT,
@@ -100,6 +101,24 @@ def docker_client(timeout: int = 120) -> docker.DockerClient:
     return client
 
 
+def run_owners(client: docker.DockerClient) -> dict[str, str]:
+    """{run id: owner} of every run with a container, network or volume labelled here
+    (owner "" for a run labelled before owners were: it counts as gone only with --all)."""
+    owners: dict[str, str] = {}
+    label = {"label": RUN_LABEL}
+    listed = [
+        *client.containers.list(all=True, filters=label),
+        *client.networks.list(filters=label),
+        *client.volumes.list(filters=label),
+    ]
+    for thing in listed:
+        labels = thing.attrs.get("Labels") or thing.attrs.get("Config", {}).get("Labels") or {}
+        run = labels.get(RUN_LABEL)
+        if run and not owners.get(run):
+            owners[run] = labels.get(OWNER_LABEL, "")
+    return owners
+
+
 def gc(client: docker.DockerClient, run_id: str | None = None) -> dict[str, int]:
     """Remove every container, network and volume labelled with `run_id` (any run if None);
     returns how many of each were removed."""
@@ -139,6 +158,9 @@ class DockerCluster(SupervisedCluster):
     NET_ADMIN, partitions fall back to `docker network disconnect` — isolating one node
     at a time, nothing finer — and packet faults are unavailable; the status says so."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
+    owner: str = ""
+    """The controller that owns the run (ownership.controller_id, set on `up`), or
+    DETACHED (`bkchaos cluster up`); a label on everything, read by `bkchaos gc`."""
     subnet: str = ""
     _client: docker.DockerClient | None = field(default=None, repr=False, compare=False)
 
@@ -164,6 +186,7 @@ class DockerCluster(SupervisedCluster):
             raise UserError(f"--bookies must be 0..{MAX_BOOKIES}, got {self.bookie_count}")
         if not 0 <= self.client_count <= MAX_CLIENTS:
             raise UserError(f"--clients must be 0..{MAX_CLIENTS}, got {self.client_count}")
+        self.owner = self.owner or controller_id()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         if self._previous_run_alive():
             raise UserError(
@@ -240,7 +263,7 @@ class DockerCluster(SupervisedCluster):
                     self.network_name,
                     driver="bridge",
                     ipam=IPAMConfig(pool_configs=[IPAMPool(subnet=str(subnet), gateway=gateway)]),
-                    labels={RUN_LABEL: self.run_id},
+                    labels={RUN_LABEL: self.run_id, OWNER_LABEL: self.owner},
                 )
             except docker.errors.APIError as exc:
                 if "overlap" in str(exc).lower():  # another run took it meanwhile
@@ -251,7 +274,7 @@ class DockerCluster(SupervisedCluster):
         raise UserError(f"could not find a free subnet in {SUBNET_POOL}; run `bkchaos gc`")
 
     def _create_node(self, node: Node) -> None:
-        labels = {RUN_LABEL: self.run_id, NODE_LABEL: node.name}
+        labels = {RUN_LABEL: self.run_id, OWNER_LABEL: self.owner, NODE_LABEL: node.name}
         command, files = self._role_files(node)
         endpoint = EndpointConfig(
             self.client.api.api_version, ipv4_address=node.ip, aliases=[node.name]

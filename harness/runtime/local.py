@@ -5,6 +5,11 @@ faults (network faults need the docker runtime). All state lives under one direc
 `cluster.json` describes the cluster so that a later `bkchaos cluster status|kill|down`
 (another process) can find it; each node has its own sub-directory with its config,
 data dirs and log.
+
+Every node process carries the cluster's run id and owner (harness.runtime.ownership):
+unless `detached` (`bkchaos cluster up`), a watchdog stops them all once the controller
+is gone, however it ended; a recorded pid is signalled only while it still carries the
+run id, so a pid the kernel reused is never hit.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +35,14 @@ from bookie_image.image.faketime import LIBFAKETIME, faketime_command, faketime_
 from harness.errors import UserError
 from harness.runtime.base import STATE_FILE, save_state
 from harness.runtime.bookie_config import bookie_toml
+from harness.runtime.ownership import (
+    DETACHED,
+    OWNER_ENV,
+    RUN_ENV,
+    belongs_to,
+    controller_id,
+    stop_run,
+)
 from harness.runtime.process import (
     free_port,
     pid_alive,
@@ -107,6 +121,11 @@ class LocalCluster:
     faketime: bool = False
     """Preload libfaketime into the bookies, each with its own offset file (the clock
     nemesis); off by default, as every wall-clock call then reads that file."""
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
+    detached: bool = False
+    """Outlive the controller (`bkchaos cluster up`): no watchdog, owner DETACHED."""
+    owner: str = ""
+    """The controller that owns the nodes (ownership.controller_id), set by `up`."""
 
     python: ClassVar[str] = sys.executable
     """The interpreter `exec` runs project modules with on a node (here: the host)."""
@@ -116,6 +135,8 @@ class LocalCluster:
         # files whatever the working directory (the bookie resolves relative config paths
         # against the config file's own directory).
         self.state_dir = Path(self.state_dir).resolve()
+        self._watchdog: subprocess.Popen | None = None
+        self._watchdog_pipe: int | None = None  # our end: closed, the watchdog acts
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -134,10 +155,13 @@ class LocalCluster:
                 f"a cluster is already running in {self.state_dir}; "
                 "run `bkchaos cluster down` first or pass another --dir"
             )
+        self.owner = DETACHED if self.detached else controller_id()
         try:
+            if not self.detached:
+                self._start_watchdog()
             if self.zk is None:
                 zk_dir = self.state_dir / "zk1"
-                server = LocalZooKeeper(zk_dir).start()
+                server = LocalZooKeeper(zk_dir, env=self._node_env()).start()
                 self.zk, self.zk_pid, self.zk_dir = server.connect_string, server.pid, str(zk_dir)
             self.bookies = [self._new_bookie(i + 1) for i in range(self.bookie_count)]
             self.agents = [self._new_agent(i + 1) for i in range(self.client_count)]
@@ -150,6 +174,39 @@ class LocalCluster:
             self.down()
             raise
         return self
+
+    def _start_watchdog(self) -> None:
+        """harness.runtime.watchdog, reading a pipe only we hold the other end of."""
+        read_end, self._watchdog_pipe = os.pipe()
+        try:
+            with (self.state_dir / "watchdog.log").open("ab") as log:
+                self._watchdog = subprocess.Popen(
+                    [sys.executable, "-m", "harness.runtime.watchdog", self.run_id],
+                    stdin=read_end,
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                    start_new_session=True,
+                )
+        finally:
+            os.close(read_end)
+
+    def _stop_watchdog(self) -> None:
+        """Close our end of its pipe: it stops what is left of the run, then exits."""
+        if self._watchdog_pipe is not None:
+            os.close(self._watchdog_pipe)
+            self._watchdog_pipe = None
+        if self._watchdog is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._watchdog.wait(timeout=30)
+            self._watchdog = None
+
+    def _node_env(self) -> dict[str, str]:
+        """A node process's environment: ours, the cluster's extras, the ownership marks."""
+        return {**os.environ, **self.extra_env, RUN_ENV: self.run_id, OWNER_ENV: self.owner}
+
+    def _ours(self, pid: int | None) -> bool:
+        """Whether `pid` is a live node of this cluster (not a pid reused since)."""
+        return pid is not None and pid_alive(pid) and belongs_to(pid, self.run_id)
 
     def _new_bookie(self, number: int) -> BookieNode:
         node_dir = self.state_dir / f"b{number}"
@@ -197,7 +254,7 @@ class LocalCluster:
     def start(self, name: str, wait: bool = True) -> BookieNode:
         """Start a bookie process; with `wait`, return once it is registered in ZooKeeper."""
         node = self.node(name)
-        if node.pid is not None and pid_alive(node.pid):
+        if self._ours(node.pid):
             raise UserError(f"{name} is already running (pid {node.pid})")
         command = [sys.executable, "-m", "bookie_image.bookie", "--config", str(node.config_path)]
         proc = self._spawn(node, command)
@@ -207,7 +264,7 @@ class LocalCluster:
 
     def _spawn(self, node: ProcessNode, command: list[str]) -> subprocess.Popen:
         """Start a node's process detached (its own session), logging to its log file."""
-        env = {**os.environ, **self.extra_env}
+        env = self._node_env()
         if self.faketime and isinstance(node, BookieNode):
             clock = Path(node.node_dir) / CLOCK_FILE
             if not clock.exists():
@@ -253,15 +310,15 @@ class LocalCluster:
     def stop(self, name: str) -> None:
         """Graceful stop (SIGTERM, then SIGKILL if it lingers)."""
         node = self.node(name)
-        if node.pid is not None:
-            stop_pid(node.pid)
+        if self._ours(node.pid):
+            stop_pid(node.pid)  # type: ignore[arg-type]
         node.pid = None
         self.save()
 
     def kill(self, name: str) -> int:
         """SIGKILL, returning the pid that was killed once it is proven gone."""
         node = self.node(name)
-        if node.pid is None or not pid_alive(node.pid):
+        if node.pid is None or not self._ours(node.pid):
             raise UserError(f"{name} is not running")
         pid = node.pid
         self._signal(node, signal.SIGKILL)
@@ -297,21 +354,24 @@ class LocalCluster:
     def resume(self, name: str) -> None:
         self._signal(self.node(name), signal.SIGCONT)
 
-    @staticmethod
-    def _signal(node: BookieNode, sig: signal.Signals) -> None:
-        if node.pid is None:
+    def _signal(self, node: BookieNode, sig: signal.Signals) -> None:
+        if node.pid is None or not belongs_to(node.pid, self.run_id):
             raise UserError(f"{node.name} is not running")
         os.kill(node.pid, sig)
 
     def down(self) -> None:
-        """Stop every process this cluster started; leaves no process behind."""
+        """Stop every process this cluster started; leaves no process behind. A recorded
+        pid that no longer carries the run id (the node died, the pid was reused) is not
+        signalled; a node process whose pid was never recorded is found by its run id."""
         for node in [*self.agents, *self.bookies]:
-            if node.pid is not None:
-                stop_pid(node.pid)
-                node.pid = None
-        if self.zk_pid is not None:
-            stop_pid(self.zk_pid)
-            self.zk_pid = None
+            if self._ours(node.pid):
+                stop_pid(node.pid)  # type: ignore[arg-type]
+            node.pid = None
+        if self._ours(self.zk_pid):
+            stop_pid(self.zk_pid)  # type: ignore[arg-type]
+        self.zk_pid = None
+        stop_run(self.run_id)
+        self._stop_watchdog()
         if self.state_dir.exists():
             self.save()
 
@@ -319,7 +379,7 @@ class LocalCluster:
 
     def any_alive(self) -> bool:
         pids = [n.pid for n in [*self.bookies, *self.agents]] + [self.zk_pid]
-        return any(pid is not None and pid_alive(pid) for pid in pids)
+        return any(self._ours(pid) for pid in pids)
 
     def zk_client(self) -> _ZkSession:
         """A started kazoo client (use as a context manager to stop it)."""
@@ -349,7 +409,7 @@ class LocalCluster:
                     "id": n.id,
                     "name": n.name,
                     "pid": n.pid,
-                    "alive": n.pid is not None and pid_alive(n.pid),
+                    "alive": self._ours(n.pid),
                     "registered": n.id in registered,
                     "data_dirs": n.data_dirs,
                     "log": str(n.log_path),
@@ -362,7 +422,7 @@ class LocalCluster:
                     "host": a.host,
                     "port": a.port,
                     "pid": a.pid,
-                    "alive": a.pid is not None and pid_alive(a.pid),
+                    "alive": self._ours(a.pid),
                     "log": str(a.log_path),
                 }
                 for a in self.agents

@@ -34,7 +34,7 @@ from bookie_image import bugs
 from checkers.result import FORMAT
 from core.generator import Generator, Workload
 from core.history import HistoryWriter
-from harness.controller import Controller
+from harness.controller import Controller, RunCounters
 from harness.sim.cluster import SimCluster
 from harness.sim.loop import SimLoop
 from harness.sim.nemesis import SimNemesis
@@ -156,21 +156,27 @@ def run_sim(
     workload: Workload | None = None,
     faults: Generator | None = None,
     test_json: str | None = None,
+    on_progress: Callable[[RunCounters, float], None] | None = None,
 ) -> SimResult:
     """Run `spec` into `run_dir` (test.json, history.jsonl, results.json, logs/).
 
     By default `spec.workload` runs with its default settings and `spec.schedule` is
     replayed; a `bkchaos test --runtime sim` run passes its own workload and seeded fault
     schedule, and its TestSpec as the `test_json` to record (so it replays as a real run
-    would)."""
+    would). `on_progress` hears of every completed op, with the simulated time (it
+    schedules nothing in the simulated loop, so a seed replays the same with or without
+    it)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "test.json").write_text(test_json or spec.to_json())
     if faults is None and spec.schedule:
         faults = ScheduleReplay(tuple(spec.schedule))
     history_path = run_dir / "history.jsonl"
     history_path.unlink(missing_ok=True)
+    counters = RunCounters()
     rng = random.Random(spec.seed)
     loop = SimLoop()
+    if on_progress is not None:
+        counters.listener = lambda: on_progress(counters, loop.time())
     loop.network = Network(loop, random.Random(rng.getrandbits(64)), spec.latency, spec.loss)
     with _process_state(spec, rng) as scratch:
         cluster = SimCluster(
@@ -205,6 +211,7 @@ def run_sim(
                     time_limit=spec.time_limit,
                     op_timeout=spec.op_timeout,
                     rate=spec.rate,
+                    counters=counters,
                     connect=cluster.connect,
                     bookie_names={b.id: name for name, b in cluster.bookies.items()},
                 )

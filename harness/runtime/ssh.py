@@ -6,9 +6,13 @@ per host:
 
     user = "root"                  # defaults for every host (each may override)
     key = "~/.ssh/id_ed25519"      # private key file; without one, ssh-agent / ~/.ssh keys
+    known_hosts = "~/.ssh/known_hosts"  # the default; host keys are checked against it
+    host_keys = "strict"           # or "accept-new": record an unknown host's key (OpenSSH's
+                                   # StrictHostKeyChecking=accept-new); a changed key is
+                                   # always refused
     [[hosts]]
     host = "10.0.0.11"             # the address the other nodes and the controller use
-    port = 22
+    port = 22                      # (a host name or an IP address, checked as such)
 
 `up()` installs the project on each host from a bundle built here offline (the node's
 wheels and the unpacked project, `bookie_image.image.build.node_bundle`) into
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
+import re
 import shlex
 import tarfile
 import threading
@@ -72,6 +78,13 @@ gracefully; a process whose supervisor was killed is killed by its group) and de
 node's state. Idempotent."""
 
 
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+HOST_KEY_POLICIES = ("strict", "accept-new")
+HOST_FIELDS = ("host", "port", "user", "key", "known_hosts", "host_keys")
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+
+
 @dataclass
 class SshHost:
     """One inventory entry."""
@@ -80,9 +93,49 @@ class SshHost:
     port: int = 22
     user: str = "root"
     key: str = ""
+    known_hosts: str = DEFAULT_KNOWN_HOSTS
+    host_keys: str = "strict"
 
     def __str__(self) -> str:
         return f"{self.user}@{self.host}:{self.port}"
+
+
+def valid_host(host: object) -> bool:
+    """An IP address or a host name (RFC 1123 labels, 253 characters at most): what may
+    reach a node's iptables and tc commands."""
+    if not isinstance(host, str):
+        return False
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(host)
+        return "%" not in host  # an IPv6 scope id may hold any character: refused
+    return len(host) <= 253 and _HOST_NAME.fullmatch(host) is not None
+
+
+def _check_host(host: SshHost, where: str) -> None:
+    """Refuse an inventory entry whose values could not be what they claim to be."""
+    if not valid_host(host.host):
+        raise UserError(f"{where}: host must be a host name or an IP address, got {host.host!r}")
+    if not isinstance(host.port, int) or not 0 < host.port < 65536:
+        raise UserError(f"{where}: port must be 1-65535")
+    if not isinstance(host.user, str) or not _USER.fullmatch(host.user):
+        raise UserError(f"{where}: user must be a user name, got {host.user!r}")
+    if host.host_keys not in HOST_KEY_POLICIES:
+        raise UserError(
+            f"{where}: host_keys must be one of {list(HOST_KEY_POLICIES)}, got {host.host_keys!r}"
+        )
+    for name in ("key", "known_hosts"):
+        if not isinstance(getattr(host, name), str):
+            raise UserError(f"{where}: {name} must be a file name")
+
+
+def host_key_policy(host: SshHost) -> paramiko.MissingHostKeyPolicy:
+    """As OpenSSH: an unknown host key is refused unless the inventory says accept-new;
+    then it is recorded in the host's known_hosts file (paramiko saves it there because
+    the client loaded that file). A key that differs from the recorded one is refused
+    either way (paramiko raises BadHostKeyException before asking the policy)."""
+    if host.host_keys == "accept-new":
+        return paramiko.AutoAddPolicy()
+    return paramiko.RejectPolicy()
 
 
 def read_inventory(path: str | Path) -> list[SshHost]:
@@ -94,7 +147,7 @@ def read_inventory(path: str | Path) -> list[SshHost]:
         raise UserError(f"cannot read the inventory {path}: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"the inventory {path} is not valid TOML: {exc}") from exc
-    defaults = {k: data[k] for k in ("port", "user", "key") if k in data}
+    defaults = {k: data[k] for k in HOST_FIELDS[1:] if k in data}
     entries = data.get("hosts")
     if not isinstance(entries, list) or not entries:
         raise UserError(
@@ -102,15 +155,14 @@ def read_inventory(path: str | Path) -> list[SshHost]:
         )
     hosts = []
     for i, entry in enumerate(entries, 1):
-        unknown = set(entry) - {"host", "port", "user", "key"}
-        if "host" not in entry or unknown:
+        if not isinstance(entry, dict) or "host" not in entry or set(entry) - set(HOST_FIELDS):
+            got = sorted(entry) if isinstance(entry, dict) else entry
             raise UserError(
                 f"host #{i} of the inventory {path} needs `host` and may have only "
-                f"port, user, key (got {sorted(entry)})"
+                f"{', '.join(HOST_FIELDS[1:])} (got {got})"
             )
         host = SshHost(**{**defaults, **entry})
-        if not isinstance(host.port, int) or not 0 < host.port < 65536:
-            raise UserError(f"host #{i} of the inventory {path}: port must be 1-65535")
+        _check_host(host, f"host #{i} of the inventory {path}")
         host.key = str(Path(host.key).expanduser()) if host.key else ""
         hosts.append(host)
     return hosts
@@ -269,8 +321,8 @@ class SshCluster(SupervisedCluster):
             transport = connection.get_transport() if connection else None
             if connection is None or transport is None or not transport.is_active():
                 connection = paramiko.SSHClient()
-                # Jepsen's default too: test hosts are re-created, their host keys change.
-                connection.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+                self._load_host_keys(connection, host)
+                connection.set_missing_host_key_policy(host_key_policy(host))
                 try:
                     connection.connect(
                         host.host,
@@ -281,13 +333,43 @@ class SshCluster(SupervisedCluster):
                         banner_timeout=CONNECT_TIMEOUT_S,
                         auth_timeout=CONNECT_TIMEOUT_S,
                     )
-                except (paramiko.SSHException, OSError) as exc:
+                except paramiko.BadHostKeyException as exc:
+                    raise UserError(
+                        f"the host key of {host} ({name}) is not the one recorded in "
+                        f"{host.known_hosts}: {exc}; if the host was re-created, remove the "
+                        f"old key (ssh-keygen -R {host.host} -f {host.known_hosts})"
+                    ) from exc
+                except paramiko.SSHException as exc:
+                    if "not found in known_hosts" not in str(exc):
+                        raise UserError(f"cannot ssh to {host} ({name}): {exc}") from exc
+                    raise UserError(
+                        f"the host key of {host} ({name}) is not in {host.known_hosts}; add it "
+                        f"(ssh-keyscan -p {host.port} {host.host} >> {host.known_hosts}, after "
+                        f'checking it) or set host_keys = "accept-new" in {self.inventory}'
+                    ) from exc
+                except OSError as exc:
                     raise UserError(
                         f"cannot ssh to {host} ({name}): {exc}; check the inventory "
                         f"{self.inventory} (host, port, user, key) and that sshd runs there"
                     ) from exc
                 self._connections[host.host] = connection
             return connection
+
+    @staticmethod
+    def _load_host_keys(connection: paramiko.SSHClient, host: SshHost) -> None:
+        """The system's and the host's known_hosts; with accept-new, a missing file is
+        created (mode 600) so that the accepted key is recorded there."""
+        with contextlib.suppress(OSError):
+            connection.load_system_host_keys("/etc/ssh/ssh_known_hosts")
+        known = Path(host.known_hosts).expanduser()
+        if host.host_keys == "accept-new" and not known.exists():
+            known.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            known.touch(mode=0o600)
+        if known.exists():
+            try:
+                connection.load_host_keys(str(known))
+            except (OSError, paramiko.SSHException) as exc:
+                raise UserError(f"cannot read the known_hosts file {known}: {exc}") from exc
 
     def _exec(self, name: str, argv: list[str], stdin: bytes = b"") -> tuple[int, bytes]:
         """Run `argv` on the node as root (sudo -n for another user), feeding `stdin`;

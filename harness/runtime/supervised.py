@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ipaddress
 import json
 import signal
 import sys
@@ -95,6 +96,19 @@ class AgentEndpoint:
     name: str
     host: str
     port: int
+
+
+def bind_address(address: str) -> str:
+    """What ZooKeeper and an agent listen on: the node's own address on the run's network,
+    which every peer and the controller (docker: through a port published on 127.0.0.1)
+    use — not every interface. An ssh host named by a host name is the exception: the name
+    may resolve to a loopback address on the host itself (Debian's 127.0.1.1), so it
+    listens on every interface (give addresses in the inventory to avoid that)."""
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return "0.0.0.0"
+    return address
 
 
 @dataclass
@@ -192,18 +206,19 @@ class SupervisedCluster:
         return command, files
 
     def _role_command(self, node: Node) -> tuple[list[str], dict[str, bytes]]:
+        listen = bind_address(node.ip)
         if node.role == "zk":
             config, zookeepers = f"{CONFIG_DIR}/zoo.cfg", self.with_role("zk")
             command = server_command("java", ZOOKEEPER_JAR, config)
             if len(zookeepers) == 1:
-                text = zoo_cfg(node.data_dirs[0], node.port, "0.0.0.0")
+                text = zoo_cfg(node.data_dirs[0], node.port, listen)
                 return command, {config: text.encode()}
             ensemble = [n.ip for n in zookeepers]
-            text = zoo_cfg(node.data_dirs[0], node.port, "0.0.0.0", ensemble)
+            text = zoo_cfg(node.data_dirs[0], node.port, listen, ensemble)
             myid = zookeepers.index(node) + 1
             return myid_command(command, node.data_dirs[0], myid), {config: text.encode()}
         if node.role == "client":
-            return agent_command(self.python, self.zk, self.ledgers_root, "0.0.0.0", node.port), {}
+            return agent_command(self.python, self.zk, self.ledgers_root, listen, node.port), {}
         config = f"{CONFIG_DIR}/bookie.toml"
         text = bookie_toml(
             bookie_id=node.id,

@@ -111,6 +111,9 @@ class LocalZooKeeper:
     port: int = 0
     host: str = "127.0.0.1"
     pid: int | None = None
+    env: dict[str, str] | None = None
+    """The server's environment (None: the controller's); the local runtime adds the run's
+    ownership marks (harness.runtime.ownership)."""
 
     @property
     def connect_string(self) -> str:
@@ -135,6 +138,7 @@ class LocalZooKeeper:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env=self.env,
             )
         self.pid = proc.pid
         self._wait_ready(proc)

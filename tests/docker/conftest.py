@@ -1,17 +1,22 @@
-"""The docker tier's session fixtures: the engine, a snapshot of the tree and the image
-built from it, once per session for every module of tests/docker."""
+"""The docker tier's fixtures: the engine, a snapshot of the tree and the image built from
+it, once per session for every module of tests/docker; and ssh hosts in containers."""
 
 from __future__ import annotations
 
 import shutil
+import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import paramiko
 import pytest
 
-from bookie_image.image.build import build_image, project_root, source_files
+from bookie_image.image.build import BASE_REPO, base_key, build_image, project_root, source_files
 from harness.errors import UserError
-from harness.runtime.docker import docker_client
+from harness.runtime.docker import RUN_LABEL, docker_client, gc
+from tests.helpers.docker import HOSTS
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +42,70 @@ def source_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def image(client: docker.DockerClient, source_snapshot: Path) -> str:
     """The project image of the tree (built from scratch on a fresh machine)."""
     return build_image(client, root=source_snapshot).tag
+
+
+SSHD = (
+    "mkdir -p /root/.ssh /run/sshd && printf '%s\\n' \"$AUTHORIZED_KEY\" > "
+    "/root/.ssh/authorized_keys && chmod 700 /root/.ssh && chmod 600 /root/.ssh/authorized_keys"
+    " && ssh-keygen -A >/dev/null && exec /usr/sbin/sshd -D -e"
+)
+
+
+def _wait_for_sshd(address: str, key: Path) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        probe = paramiko.SSHClient()
+        probe.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        try:
+            probe.connect(address, username="root", key_filename=str(key), timeout=3)
+            return
+        except (paramiko.SSHException, OSError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+        finally:
+            probe.close()
+
+
+@pytest.fixture(scope="module")
+def inventory(
+    client: docker.DockerClient, image: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """An inventory of HOSTS fresh sshd containers (root, key auth), removed at the end.
+    `image` is only needed for its side effect: the base image exists once it is built."""
+    folder = tmp_path_factory.mktemp("ssh-hosts")
+    key = paramiko.RSAKey.generate(2048)
+    key.write_private_key_file(str(folder / "id_rsa"))
+    run_id = f"ssh-{uuid.uuid4().hex[:8]}"
+    labels = {RUN_LABEL: run_id}
+    network = client.networks.create(f"bkchaos-{run_id}", driver="bridge", labels=labels)
+    try:
+        addresses = []
+        for i in range(1, HOSTS + 1):
+            container = client.containers.run(
+                f"{BASE_REPO}:{base_key()}",
+                entrypoint=["sh", "-c", SSHD],
+                command=[],
+                environment={"AUTHORIZED_KEY": f"ssh-rsa {key.get_base64()}"},
+                labels=labels,
+                name=f"bkchaos-{run_id}-h{i}",
+                hostname=f"h{i}",
+                cap_add=["NET_ADMIN"],
+                network=network.name,
+                detach=True,
+            )
+            container.reload()
+            addresses.append(container.attrs["NetworkSettings"]["Networks"][network.name])
+        hosts = [a["IPAddress"] for a in addresses]
+        for address in hosts:
+            _wait_for_sshd(address, folder / "id_rsa")
+        entries = "".join(f'\n[[hosts]]\nhost = "{address}"\n' for address in hosts)
+        path = folder / "inventory.toml"
+        known = folder / "known_hosts"  # fresh containers: their keys are new, and recorded
+        path.write_text(
+            f'user = "root"\nkey = "{folder / "id_rsa"}"\nknown_hosts = "{known}"\n'
+            f'host_keys = "accept-new"\n{entries}'
+        )
+        yield path
+    finally:
+        gc(client, run_id)

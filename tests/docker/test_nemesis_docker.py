@@ -22,23 +22,9 @@ from nemesis.clock import ClockNemesis
 from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
 from nemesis.net import PacketNemesis, PartitionNemesis, probe_all
 from nemesis.process import KillNemesis, PauseNemesis
+from tests.helpers.docker import add_from, transfer_s
 
 pytestmark = pytest.mark.timeout(900)
-
-ADD_ONE = """
-import asyncio, sys
-from bookie_image.client import BookKeeper
-
-async def main():
-    async with BookKeeper(zk=sys.argv[1], ledgers_root=sys.argv[2]) as bk:
-        size = int(sys.argv[3])
-        lh = await bk.create_ledger(
-            ensemble=size, write_quorum=size, ack_quorum=size, password=b"pw"
-        )
-        print(await lh.append(b"x"))
-
-asyncio.run(asyncio.wait_for(main(), 8))
-"""
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +33,6 @@ def cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Do
         tmp_path_factory.mktemp("nemesis-docker"), bookie_count=3, image=image, faketime=True
     ).running() as c:
         yield c
-
-
-def add_from(cluster: DockerCluster, node: str, ensemble: int = 2) -> tuple[int, str]:
-    """A client running inside `node`'s container creates a ledger on `ensemble` bookies
-    (every one must ack) and adds one entry."""
-    argv = ["python", "-c", ADD_ONE, cluster.zk, cluster.ledgers_root, str(ensemble)]
-    return cluster.exec(node, argv, 30)
 
 
 async def test_isolated_node_is_cut_off_and_its_client_cannot_add_until_heal(cluster) -> None:
@@ -116,41 +95,6 @@ async def test_packet_faults_fail_clearly_without_netem(cluster) -> None:
         await PacketNemesis(cluster).invoke({"f": "start-packet", "value": {"nodes": ["b1"]}})
 
 
-SEND_ONCE = """
-import socket, sys
-server = socket.create_server(("", 7777))
-server.settimeout(20)
-conn, _ = server.accept()
-conn.sendall(b"x" * int(sys.argv[1]))
-conn.close()
-"""
-
-RECEIVE_ALL = """
-import socket, sys, time
-for _ in range(100):  # until the sender listens
-    try:
-        conn = socket.create_connection((sys.argv[1], 7777), timeout=20)
-        break
-    except OSError:
-        time.sleep(0.1)
-started, got = time.monotonic(), 0
-while chunk := conn.recv(65536):
-    got += len(chunk)
-print(got, round(time.monotonic() - started, 3))
-"""
-
-
-async def _transfer_s(cluster: DockerCluster, sender: str, receiver: str, size: int) -> float:
-    """Seconds `receiver` takes to read `size` bytes that `sender` sends (its egress)."""
-    ip = next(n.ip for n in cluster.nodes if n.name == sender)
-    send = asyncio.to_thread(cluster.exec, sender, ["python", "-c", SEND_ONCE, str(size)], 30)
-    receive = asyncio.to_thread(cluster.exec, receiver, ["python", "-c", RECEIVE_ALL, ip], 30)
-    _, (code, out) = await asyncio.gather(send, receive)
-    got, seconds = out.split()[-2:]
-    assert code == 0 and int(got) == size, out
-    return float(seconds)
-
-
 async def test_a_rate_limit_alone_is_a_token_bucket_that_slows_what_the_node_sends(
     cluster,
 ) -> None:
@@ -162,12 +106,12 @@ async def test_a_rate_limit_alone_is_a_token_bucket_that_slows_what_the_node_sen
         {"f": "start-packet", "value": {"nodes": ["b2"], "rate": "200kbit"}}
     )
     assert "qdisc tbf" in done["proof"]["b2"]["qdisc"] and "200Kbit" in done["proof"]["b2"]["qdisc"]
-    shaped = await _transfer_s(cluster, "b2", "b1", 96_000)
+    shaped = await transfer_s(cluster, "b2", "b1", 96_000)
     [healed] = await nemesis.heal()
     assert "tbf" not in healed["proof"]["b2"]["qdisc"]
     again = await nemesis.invoke({"f": "stop-packet", "value": {"nodes": ["b2"]}})
     assert "tbf" not in again["proof"]["b2"]["qdisc"]  # nothing left to remove: no error
-    unshaped = await _transfer_s(cluster, "b2", "b1", 96_000)
+    unshaped = await transfer_s(cluster, "b2", "b1", 96_000)
     assert shaped >= 2.5 > 0.5 > unshaped, (shaped, unshaped)  # 96 KB at 25 KB/s: ~3.8 s
     assert add_from(cluster, "b3")[0] == 0
 
@@ -181,8 +125,8 @@ async def test_a_shaped_link_slows_only_what_goes_to_its_destinations(cluster) -
     done = await nemesis.invoke(op)  # again on a shaped node: a fresh root, not a clash
     shown = done["proof"]["b2"]["qdisc"]
     assert "qdisc htb 1: root" in shown and "qdisc tbf 2: parent 1:2" in shown, shown
-    to_b1 = await _transfer_s(cluster, "b2", "b1", 96_000)
-    to_b3 = await _transfer_s(cluster, "b2", "b3", 96_000)
+    to_b1 = await transfer_s(cluster, "b2", "b1", 96_000)
+    to_b3 = await transfer_s(cluster, "b2", "b3", 96_000)
     [healed] = await nemesis.heal()
     assert "htb" not in healed["proof"]["b2"]["qdisc"]
     assert to_b1 >= 2.5 > 0.5 > to_b3, (to_b1, to_b3)  # 96 KB at 25 KB/s: ~3.8 s

@@ -37,6 +37,15 @@ class FakeTransport:
     def pause_reading(self) -> None:
         self.paused = True
 
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("10.0.0.1", 4242) if name == "peername" else default
 

@@ -1,0 +1,133 @@
+"""No node outlives its controller: `bkchaos test --runtime local` killed with SIGKILL
+(nothing in the controller runs) leaves no ZooKeeper, bookie or agent of its run, and
+`bkchaos gc` reaps a run whose controller is gone while leaving a live one alone."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.runtime.local import LocalCluster
+from harness.runtime.ownership import controller_id, owner_alive, run_processes, stop_run
+
+pytestmark = pytest.mark.integration
+
+BKCHAOS = [sys.executable, "-c", "from harness.cli import main; main()"]
+GONE_WITHIN_S = 60.0
+"""The watchdog sends SIGTERM at once and SIGKILL 5 s later: a generous bound for that on
+a loaded machine, not a measurement."""
+
+
+def _running_run(store: Path) -> str:
+    """The run id of the test going on in `store`, once its agent serves."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for state in store.glob("*/*/nodes/cluster.json"):
+            with_agents = json.loads(state.read_text())
+            if with_agents.get("agents") and all(a["pid"] for a in with_agents["agents"]):
+                histories = list(state.parent.parent.glob("history.jsonl"))
+                if histories and histories[0].stat().st_size > 2000:
+                    return with_agents["run_id"]
+        time.sleep(0.5)
+    raise AssertionError("the run never got going")
+
+
+def _gone(run_id: str) -> dict[int, str]:
+    """Wait until no process carries `run_id`; what is left if some still do."""
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while (left := run_processes().get(run_id, {})) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_controller_leaves_no_node_running(tmp_path: Path, sig: signal.Signals) -> None:
+    store = tmp_path / "store"
+    command = ["test", "--runtime", "local", "--store", str(store), "--time-limit", "120"]
+    proc = subprocess.Popen(
+        [*BKCHAOS, *command, "--bookies", "3", "--clients", "1", "--nemesis", "kill"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    run_id = ""
+    try:
+        run_id = _running_run(store)
+        nodes = run_processes()[run_id]
+        assert len(nodes) == 5, nodes  # ZooKeeper, 3 bookies, 1 agent (a kill may be in force)
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+        assert _gone(run_id) == {}
+    finally:
+        proc.kill()
+        proc.wait()
+        if run_id:
+            stop_run(run_id)
+
+
+ORPHAN = """
+import os, signal, sys
+from harness.runtime.local import LocalCluster
+cluster = LocalCluster(sys.argv[1], bookie_count=1).up()
+os.kill(cluster._watchdog.pid, signal.SIGKILL)  # the watchdog dies first (kill -9 of all)
+cluster._watchdog.wait()
+print(cluster.run_id, flush=True)
+os._exit(0)  # no teardown: the nodes are orphans of a controller that is gone
+"""
+
+
+def _gc(*args: str) -> str:
+    done = subprocess.run([*BKCHAOS, "gc", *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_gc_reaps_only_runs_whose_controller_is_gone(tmp_path: Path) -> None:
+    """An orphaned run (its controller and watchdog SIGKILLed) and a live one (owned by
+    this process): `gc` stops the orphan and leaves the live run; `--all` stops that too.
+    (`--run` keeps the test off other runs on this machine.)"""
+    ours = LocalCluster(tmp_path / "ours", bookie_count=1).up()
+    orphan_id = ""
+    try:
+        made = subprocess.run(
+            [sys.executable, "-c", ORPHAN, str(tmp_path / "orphan")],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert made.returncode == 0, made.stderr
+        orphan_id = made.stdout.split()[-1]
+        [owner] = set(run_processes()[orphan_id].values())
+        assert not owner_alive(owner) and owner_alive(controller_id())
+        assert f"run {orphan_id}: stopped 2" in _gc("--run", orphan_id)
+        assert _gone(orphan_id) == {}
+        assert "controller still running" in _gc("--run", ours.run_id)
+        assert len(run_processes()[ours.run_id]) == 2  # ZooKeeper and b1, untouched
+        assert f"run {ours.run_id}: stopped 2" in _gc("--run", ours.run_id, "--all")
+        assert _gone(ours.run_id) == {}
+    finally:
+        ours.down()
+        if orphan_id:
+            stop_run(orphan_id)
+
+
+def test_cluster_down_never_signals_a_pid_that_left_the_run(tmp_path: Path) -> None:
+    """A recorded pid now held by another process (the node died, the kernel reused the
+    pid) is not the run's: `cluster down` leaves that process alone."""
+    cluster = LocalCluster(tmp_path / "c", bookie_count=1).up()
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        cluster.bookies[0].pid = stranger.pid  # as cluster.json would say after a reuse
+        cluster.save()
+        LocalCluster.load(tmp_path / "c").down()
+        assert stranger.poll() is None  # untouched
+        assert _gone(cluster.run_id) == {}  # while every real node of the run is stopped
+    finally:
+        stranger.kill()
+        stranger.wait()
+        cluster.down()
