@@ -251,6 +251,7 @@ SIM_SETTINGS = (
     "rate",
     "op_timeout",
     "bugs",
+    "schedule",
 )
 """The TestSpec fields a simulated run takes as they are (the workload and the fault
 schedule, explicit or seeded, are built from the TestSpec and handed over whole)."""

@@ -37,9 +37,10 @@ from harness.generator import Generator
 from harness.history import HistoryWriter
 from harness.runner import WORKLOADS, check_run
 from harness.sim.cluster import SimCluster
-from harness.sim.loop import SimLoop
+from harness.sim.loop import CURRENT_NODE, SimLoop
 from harness.sim.nemesis import SimNemesis
 from harness.sim.net import Network
+from harness.sim.triggers import TriggeredFaults, triggered_steps
 from harness.testspec import TestSpec
 from nemesis.schedule import ScheduleReplay
 
@@ -160,7 +161,8 @@ def run_sim(
     By default `spec.workload` runs with its default settings and `spec.schedule` is
     replayed; a `bkchaos test --runtime sim` run passes its own workload and seeded fault
     schedule, and its TestSpec as the `test_json` to record (so it replays as a real run
-    would)."""
+    would). Steps of `spec.schedule` triggered by probes (harness/sim/triggers.py) fire
+    whichever generator drives the clock-driven faults."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "test.json").write_text(test_json or spec.to_json())
     if faults is None and spec.schedule:
@@ -170,9 +172,16 @@ def run_sim(
     counters = RunCounters()
     rng = random.Random(spec.seed)
     probes: Counter[str] = Counter()
+    triggers: TriggeredFaults | None = None
+
+    def heard(name: str, fields: dict[str, Any]) -> None:
+        probes[name] += 1
+        if triggers is not None:
+            triggers.on_probe(name, fields, CURRENT_NODE.get())
+
     loop = SimLoop()
     loop.network = Network(loop, random.Random(rng.getrandbits(64)), spec.latency, spec.loss)
-    with _process_state(spec, rng) as scratch, listening(lambda name, _: probes.update((name,))):
+    with _process_state(spec, rng) as scratch, listening(heard):
         cluster = SimCluster(
             loop,
             scratch,
@@ -182,10 +191,13 @@ def run_sim(
             add_timeout=spec.add_timeout,
         )
         nemesis = SimNemesis(cluster, random.Random(rng.getrandbits(64)))
+        if triggered := triggered_steps(spec.schedule):
+            faults = triggers = TriggeredFaults(cluster, triggered, faults)
         try:
             with HistoryWriter(history_path, clock=lambda: round(loop.time() * 1e9)) as history:
                 controller = functools.partial(
-                    Controller,
+                    _controller,
+                    triggers,
                     history=history,
                     workload=workload or _default_workload(spec),
                     agents=[(name, "sim", 0) for name in cluster.agents],
@@ -212,6 +224,14 @@ def run_sim(
         lines = [json.dumps(e, default=str) for e in loop.errors]
         (run_dir / "logs" / "sim-errors.jsonl").write_text("\n".join(lines) + "\n")
     return SimResult(results, loop.time(), loop.errors)
+
+
+def _controller(triggers: TriggeredFaults | None, **settings: Any) -> Controller:
+    """The run's controller; triggered faults wake its nemesis worker when they fire."""
+    controller = Controller(**settings)
+    if triggers is not None:
+        triggers.wake = controller.nudge
+    return controller
 
 
 def _default_workload(spec: SimSpec) -> Workload:

@@ -35,7 +35,14 @@ from harness.testspec import (
     SIM_CORRUPT_MODES,
     SIM_NEMESES,
 )
-from nemesis.schedule import START_STOP
+from nemesis.schedule import (
+    SPLIT,
+    START_STOP,
+    TRIGGER,
+    TRIGGER_PROBES,
+    TRIGGER_TARGETS,
+    TRIGGERED_KINDS,
+)
 
 TICKS_PER_S = 10
 ANOMALY_PRIORITY = ("lost-append", "truncated-ledger", "divergence", "dirty-read")
@@ -66,13 +73,15 @@ def sim_schedules(
     time_limit: float = 3.0,
     max_faults: int = 3,
     clients: tuple[str, ...] = (),
+    max_triggered: int = 1,
 ) -> st.SearchStrategy[tuple[dict[str, Any], ...]]:
     """Schedules of up to `max_faults` faults within `time_limit` seconds; each fault hits
     one or two nodes at once (two bookies losing power together is what loses data), and a
     corruption flips bits or loses the last write (`SIM_CORRUPT_MODES`; flips shrink first).
     A packet fault may also shape a client's egress (`clients`), and may shape only what
     goes to some bookies, for longer than the default delay: one slow link between a
-    client and a bookie is what leaves a replica stale."""
+    client and a bookie is what leaves a replica stale. Up to `max_triggered` more faults
+    wait for a protocol probe instead of the clock (`_triggered_faults`)."""
     ticks = round(time_limit * TICKS_PER_S)
 
     @st.composite
@@ -93,12 +102,41 @@ def sim_schedules(
                 value.update(draw(_packet_shapes([n for n in nodes if n not in targets])))
             events.append((start, 1, begin, value))
             events.append((end, 0, finish, {"nodes": sorted(targets)}))
-        return tuple(
+        steps = [
             {"at": tick / TICKS_PER_S, "f": f, "value": value}
             for tick, _, f, value in sorted(events, key=lambda e: e[:3])
-        )
+        ]
+        triggerable = tuple(k for k in TRIGGERED_KINDS if k in kinds)
+        if triggerable and max_triggered:
+            steps += draw(_triggered_faults(nodes, triggerable, ticks, max_triggered))
+        return tuple(sorted(steps, key=lambda step: step["at"]))  # stable: clock steps first
 
     return schedules()
+
+
+@st.composite
+def _triggered_faults(
+    draw: st.DrawFn, nodes: tuple[str, ...], kinds: tuple[str, ...], ticks: int, most: int
+) -> list[dict[str, Any]]:
+    """Faults that start when a probe is next reached after their `at` (a recovery
+    starting, a write-back, an ensemble change, a takeover fencing…), on a bookie that
+    probe names or a fixed one, and stop `hold` later (harness/sim/triggers.py)."""
+    steps = []
+    for _ in range(draw(st.integers(0, most))):
+        kind = draw(st.sampled_from(kinds))
+        value: dict[str, Any] = {"nodes": [draw(st.sampled_from((*TRIGGER_TARGETS, *nodes)))]}
+        if kind == "partition":
+            value["grudge"] = draw(st.sampled_from(("isolate", SPLIT)))
+        steps.append(
+            {
+                "at": draw(st.integers(0, ticks - 1)) / TICKS_PER_S,
+                TRIGGER: draw(st.sampled_from(TRIGGER_PROBES)),
+                "f": START_STOP[kind][0],
+                "value": value,
+                "hold": draw(st.integers(1, ticks)) / TICKS_PER_S,
+            }
+        )
+    return steps
 
 
 @st.composite

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bookie_image.probes import PROBES
+from harness.report.render import write_report
 from harness.runtime.sim import SimSpec, run_sim
 from tests.sim.test_sim import FAULTS
 
@@ -61,3 +62,14 @@ def test_a_faulty_unbounded_run_reaches_takeovers_terms_and_truncation(tmp_path:
     ):
         assert cov[probe] > 0, probe
     assert cov["bookie-fenced"] == 0  # terms fence unbounded ledgers, never the fence bit
+
+
+def test_the_report_shows_the_probes_reached_and_those_never_reached(tmp_path: Path) -> None:
+    cov = _coverage(tmp_path, "ledger")
+    html = write_report(tmp_path).read_text()
+    section = html[html.index('id="coverage"') : html.index('id="logs"')]
+    reached = [name for name, count in cov.items() if count]
+    assert f"{len(reached)} of {len(PROBES)} protocol probes reached" in section
+    never = section[section.index("Never reached") :]
+    assert "unbounded-takeover-started" in never and "recovery-started" not in never
+    assert f"{cov['recovery-started']}×" in section[: section.index("Never reached")]
