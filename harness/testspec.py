@@ -17,7 +17,7 @@ from nemesis.grudge import NAMES as GRUDGE_NAMES
 from nemesis.net import packet_destinations, parsed_packet
 from nemesis.schedule import check_steps, schedule_kinds
 
-WORKLOADS = ("ledger", "log", "unbounded", "tail", "recovery-race")
+WORKLOADS = ("ledger", "log", "unbounded", "tail", "recovery-race", "takeover-race")
 """Kept in step with harness.runner.WORKLOADS (the factories) by a unit test."""
 PIPELINED_WORKLOADS = ("ledger", "log", "unbounded")
 """The workloads whose writers `--pipeline` gives co-writers."""

@@ -73,3 +73,14 @@ def test_the_report_shows_the_probes_reached_and_those_never_reached(tmp_path: P
     never = section[section.index("Never reached") :]
     assert "unbounded-takeover-started" in never and "recovery-started" not in never
     assert f"{cov['recovery-started']}×" in section[: section.index("Never reached")]
+
+
+def test_concurrent_takeovers_of_one_stream_race_for_the_term(tmp_path: Path) -> None:
+    """The takeover-race workload: takeovers of the same unbounded ledger overlap, one
+    loses to a newer term, and the build stays valid."""
+    spec = SimSpec(seed=0, time_limit=3.0, workload="takeover-race", bookies=5)
+    result = run_sim(spec, tmp_path)
+    assert result.results["valid"] is True, result.results["anomaly_types"]
+    cov = result.results["coverage"]
+    assert cov["unbounded-takeover-lost"] > 0 and cov["metadata-cas-conflict"] > 0
+    assert cov["unbounded-takeover"] > 1 and cov["unbounded-stale-term-add"] > 0

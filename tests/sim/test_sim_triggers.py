@@ -134,7 +134,7 @@ def test_triggered_steps_replay_only_in_the_simulation() -> None:
 
 def test_the_search_draws_triggered_faults() -> None:
     spec = find(
-        sim_tests(SimSpec(bookies=4)),
+        sim_tests(SimSpec(bookies=4), max_triggered=1),
         lambda s: any(step.get("on") == "recovery-writeback" for step in s.schedule),
         settings=settings(database=None, derandomize=True, max_examples=2000),
     )
