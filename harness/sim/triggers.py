@@ -26,6 +26,7 @@ from typing import Any
 
 from harness.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
 from harness.sim.cluster import SimCluster
+from harness.sim.nemesis import STARTS
 from harness.sim.zk import ZK_NODE
 from nemesis.schedule import SPLIT, START_STOP, STEP_KIND, TRIGGER, is_triggered
 
@@ -87,10 +88,14 @@ class TriggeredFaults(Generator):
             self.start = ctx.time
         while self._waiting and ctx.time >= self.start + self._waiting[0]["at"]:
             self.armed.append(self._waiting.pop(0))
-        if self._stops and ctx.time >= self._stops[0][0]:
+        while self._stops and ctx.time >= self._stops[0][0]:
             _, stop = self._stops.pop(0)
-            self._busy -= set(stop["value"]["nodes"])
-            return stop
+            nodes = stop["value"]["nodes"]
+            self._busy -= set(nodes)
+            if stop["f"] in STARTS:  # a clock fault pulled the disks meanwhile: its
+                nodes[:] = [n for n in nodes if not self.cluster.bookies[n].pulled]  # restore
+            if nodes:
+                return stop
         while self._reached:
             reached = self._reached.pop(0)
             op = self._resolve(reached)
