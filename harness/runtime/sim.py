@@ -42,7 +42,7 @@ from harness.sim.nemesis import SimNemesis
 from harness.sim.net import Network
 from harness.sim.triggers import TriggeredFaults, triggered_steps
 from harness.testspec import TestSpec
-from nemesis.schedule import ScheduleReplay
+from nemesis.schedule import ScheduleReplay, is_triggered
 
 SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workload starts
 
@@ -104,7 +104,10 @@ class SimSpec:
     def as_replay(self, runtime: str) -> TestSpec:
         """This test as `bkchaos test --runtime RUNTIME` replays it on real nodes: the same
         workload, rate, seed and schedule, for at least `REPLAY_MIN_S` (real faults take
-        real time: a docker power loss about 3 s)."""
+        real time: a docker power loss about 3 s). A schedule with faults triggered by
+        probes replays only in the simulation: then RUNTIME is `sim`."""
+        if any(is_triggered(step) for step in self.schedule):
+            runtime = "sim"
         return dataclasses.replace(
             self.as_test(),
             name=self.name,

@@ -139,3 +139,9 @@ def test_the_search_draws_triggered_faults() -> None:
         settings=settings(database=None, derandomize=True, max_examples=2000),
     )
     TestSpec(runtime="sim", bookies=4, schedule=spec.schedule)  # a schedule the CLI accepts
+
+
+def test_a_test_with_triggered_faults_replays_in_the_simulation() -> None:
+    spec = SimSpec(schedule=(_step("recovery-started", "kill", ["@0"]),))
+    assert spec.as_replay("docker").runtime == "sim"
+    assert SimSpec().as_replay("docker").runtime == "docker"
