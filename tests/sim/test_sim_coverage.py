@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bookie_image.probes import PROBES
+from harness.cli import main
 from harness.report.render import write_report
 from harness.runtime.sim import SimSpec, run_sim
 from tests.sim.test_sim import FAULTS
@@ -84,3 +85,13 @@ def test_concurrent_takeovers_of_one_stream_race_for_the_term(tmp_path: Path) ->
     cov = result.results["coverage"]
     assert cov["unbounded-takeover-lost"] > 0 and cov["metadata-cas-conflict"] > 0
     assert cov["unbounded-takeover"] > 1 and cov["unbounded-stale-term-add"] > 0
+
+
+def test_checking_a_run_again_keeps_its_coverage(tmp_path: Path) -> None:
+    """`bkchaos check RUN_DIR` rewrites results.json from the history, which does not hold
+    the coverage: it is kept, not lost."""
+    cov = _coverage(tmp_path, "ledger")
+    with pytest.raises(SystemExit) as exited:
+        main(["check", str(tmp_path)])
+    assert exited.value.code == 0
+    assert json.loads((tmp_path / "results.json").read_text())["coverage"] == cov
