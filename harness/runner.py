@@ -22,6 +22,7 @@ from core.generator import Generator
 from core.history import HistoryWriter
 from core.signals import sigterm_as_interrupt
 from harness.controller import Controller, RunCounters
+from harness.coverage import count_logs
 from harness.progress import ThrottledProgress, both, run_log
 from harness.report import try_write_report
 from harness.runtime import make_cluster
@@ -206,6 +207,7 @@ def _run_cluster(
             collect_logs(nodes_dir, run_dir)
             shutil.rmtree(nodes_dir, ignore_errors=True)
     results = checkers.check(history_path)  # the nemesis verdict too, from the history
+    results["coverage"] = count_logs(run_dir / "logs")
     if interrupted:
         results["interrupted"] = True
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
@@ -249,6 +251,7 @@ SIM_SETTINGS = (
     "rate",
     "op_timeout",
     "bugs",
+    "schedule",
 )
 """The TestSpec fields a simulated run takes as they are (the workload and the fault
 schedule, explicit or seeded, are built from the TestSpec and handed over whole)."""

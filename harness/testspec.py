@@ -262,7 +262,12 @@ class TestSpec:
     def _schedule_kinds(self) -> tuple[str, ...]:
         """The nemesis kinds of a schedule that can replay on this cluster."""
         try:
-            check_steps(self.schedule, self.bookie_names(), self.client_names())
+            check_steps(
+                self.schedule,
+                self.bookie_names(),
+                self.client_names(),
+                triggered=self.runtime == "sim",
+            )
         except ValueError as exc:
             raise UserError(f"{exc}; fix the schedule file or draw a new one") from None
         return schedule_kinds(self.schedule)

@@ -29,6 +29,7 @@ __all__ = [
     "SIM_CLIENT_TARGET_KINDS",
     "SIM_NEMESES",
     "START_STOP",
+    "TRIGGERED_KINDS",
     "FaultKind",
 ]
 
@@ -53,6 +54,8 @@ class FaultKind:
     sim_roles: tuple[str, ...] = ("bookie",)
     search_rank: int | None = None
     """Its place in the simulated search's order: Hypothesis shrinks toward the first."""
+    triggerable: bool = False
+    """A schedule step triggered by a protocol probe may start it (nemesis/schedule.py)."""
     nemesis: Callable[[Any, int], Nemesis] | None = None
     """A plugin kind's nemesis on real runtimes, from (cluster, seed); the built-in kinds'
     are wired in harness/runner.py."""
@@ -72,13 +75,13 @@ KINDS: dict[str, FaultKind] = {
     kind.name: kind
     for kind in (
         FaultKind("kill", "kill", "restart", "SIGKILL, then restart", roles=_ANY_ROLE,
-                  search_rank=1),
+                  search_rank=1, triggerable=True),
         FaultKind("pause", "pause", "resume", "SIGSTOP, then SIGCONT", roles=_ANY_ROLE,
-                  search_rank=2),
+                  search_rank=2, triggerable=True),
         FaultKind("wipe", "wipe", "restore", "delete the data dirs; the cookie must refuse",
                   search_rank=6),
         FaultKind("power-loss", "power-loss", "power-on",
-                  "SIGKILL and drop every unsynced byte", search_rank=0),
+                  "SIGKILL and drop every unsynced byte", search_rank=0, triggerable=True),
         FaultKind("corrupt", "corrupt", "corrupt-restart", "flip or cut bytes of data files",
                   search_rank=5),
         FaultKind("clock", "clock-bump", "clock-reset", "jump the wall clock",
@@ -90,7 +93,8 @@ KINDS: dict[str, FaultKind] = {
                   survivable=False),
         FaultKind("partition", "start-partition", "stop-partition",
                   "iptables grudges between nodes",
-                  runtimes=(*CONTAINER_RUNTIMES, "sim"), roles=_ANY_ROLE, search_rank=3),
+                  runtimes=(*CONTAINER_RUNTIMES, "sim"), roles=_ANY_ROLE, search_rank=3,
+                  triggerable=True),
         FaultKind("packet", "start-packet", "stop-packet",
                   "slow, lossy or shaped links (tc, iptables)",
                   runtimes=(*CONTAINER_RUNTIMES, "sim"), roles=_ANY_ROLE,
@@ -144,4 +148,7 @@ RUNTIME_NEMESES = {
 ROLE_TARGET_KINDS = tuple(k.name for k in KINDS.values() if len(k.roles) > 1)
 """The faults that apply to ZooKeeper and client agents (the rest act on bookie disks)."""
 SIM_CLIENT_TARGET_KINDS = tuple(k.name for k in KINDS.values() if "client" in k.sim_roles)
+"""What the simulation does to a client agent (it shapes a simulated node's egress)."""
+TRIGGERED_KINDS = tuple(k.name for k in KINDS.values() if k.triggerable and "sim" in k.runtimes)
+"""The fault kinds a step triggered by a protocol probe may start (in the simulation)."""
 """What the simulation does to a client agent (it shapes a simulated node's egress)."""

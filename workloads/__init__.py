@@ -13,6 +13,7 @@ from workloads.ledger import LedgerWorkload
 from workloads.log import LogWorkload
 from workloads.recovery_race import RecoveryRaceWorkload
 from workloads.tail import TailWorkload
+from workloads.takeover_race import TakeoverRaceWorkload
 from workloads.unbounded import UnboundedWorkload
 
 __all__ = ["WORKLOADS", "WorkloadSettings"]
@@ -23,6 +24,7 @@ WORKLOADS: dict[str, Callable[[WorkloadSettings], Workload]] = {
     "unbounded": UnboundedWorkload.from_spec,
     "tail": TailWorkload.from_spec,
     "recovery-race": RecoveryRaceWorkload.from_spec,
+    "takeover-race": TakeoverRaceWorkload.from_spec,
 }
 """Workload name -> its factory; the first is the default."""
 WORKLOADS.update(load_plugins("bkchaos.workloads", WORKLOADS))
