@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
+from core.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
 from harness.sim.cluster import SimCluster
 from harness.sim.nemesis import STARTS
 from harness.sim.zk import ZK_NODE
