@@ -34,7 +34,7 @@ import contextlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bookie_image import bugs
+from bookie_image import buggify, bugs
 from bookie_image.client.errors import (
     BKError,
     ConcurrentModificationError,
@@ -120,6 +120,8 @@ async def recover(
         if is_noop(metadata, entry) and entry_id not in metadata.noops:
             leftover_noop = entry_id  # completed below, on every bookie
         elif not bugs.enabled("no-recovery-writeback"):
+            if pause := buggify.delay("recovery-writeback-delay"):
+                await asyncio.sleep(pause)
             writebacks.append(writer.enqueue(entry.payload, length=entry.header.length))
         entry_id += 1
         if is_noop(metadata, entry):
@@ -153,6 +155,8 @@ async def recover(
             closed_at(m, last_entry, last_length), ensembles=writer.versioned.metadata.ensembles
         )
 
+    if pause := buggify.delay("recovery-close-delay"):
+        await asyncio.sleep(pause)
     closed = await ctx.store.update(writer.versioned, close)
     return Recovered(closed, last_entry, last_length)
 
@@ -178,6 +182,8 @@ async def _start_term(
             ensembles=writer.versioned.metadata.ensembles,  # the write-back's, kept local
         )
 
+    if pause := buggify.delay("recovery-close-delay"):
+        await asyncio.sleep(pause)
     reopened = await ctx.store.update(writer.versioned, reopen)
     return Recovered(reopened, noop, length)
 
