@@ -14,17 +14,260 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["PROBES", "Listener", "UnknownProbeError", "listening", "reach"]
+__all__ = [
+    "PROBES",
+    "Listener",
+    "Probe",
+    "UnknownProbeError",
+    "coverage",
+    "listening",
+    "logged",
+    "reach",
+]
 
 Listener = Callable[[str, dict[str, Any]], None]
 """Called with the probe's name and the fields the caller gave (ledger, entry, bookie…)."""
 
-PROBES: dict[str, str] = {}
-"""probe name -> the protocol corner it marks and where the reference material describes it.
-Filled in by the modules that reach them; names are kebab-case, prefixed by the component
-(`bookie-…`, `client-…`, `recovery-…`, `ensemble-…`, `unbounded-…`, `journal-…`)."""
+
+class Probe(NamedTuple):
+    """A protocol corner and the passage of the reference material that describes it:
+    ``reference`` is the number of a /work/shared/reference file (README there), and
+    ``passage`` is quoted from it verbatim (a test checks that it is there)."""
+
+    corner: str
+    reference: str
+    passage: str
+
+
+_FENCING = "that bookie will not accept any further regular writes to that ledger ever again"
+_STOP_OLD_WRITER = "This prevents the original client from continuing to perform writes"
+_COVERAGE = (
+    "Fencing reaches quorum coverage when no ack quorum in the current ensemble are not fenced"
+)
+_UNKNOWN = "Unknown (an error or timeout occurred so we just don’t know)"
+_WRITE_BACK = (
+    "For each entry that it successfully reads, it writes it back to the ensemble of bookies again."
+)
+_CLOSE = "If all the writes are successful (reach AQ) then the last action is to close the ledger"
+_NEVER_FORGET = "never allow a bookie to respond with a NoSuchEntry or NoSuchLedger response"
+_TERM_REFUSED = (
+    "If a bookie has a higher term, it rejects the request with an InvalidTerm response."
+)
+_TRUNCATE = "it deletes all entries with a higher entry id"
+_NOOP = "adding a no-op entry with a new “truncate” flag as the last entry to be recovered"
+_ENSEMBLE_CHANGE = "resending all uncommitted entries to the new bookie"
+
+PROBES: dict[str, Probe] = {
+    # -- the bookie ----------------------------------------------------------------------
+    "bookie-fenced": Probe("a bookie fences a ledger it had not fenced", "003", _FENCING),
+    "bookie-fenced-add-refused": Probe(
+        "a fenced bookie refuses a writer's regular add (EFENCED)", "003", _FENCING
+    ),
+    "bookie-recovery-add-on-fenced": Probe(
+        "a fenced bookie accepts a recovery add (write-back)",
+        "003",
+        "Writing entries is idempotent and does not cause duplication or ordering issues.",
+    ),
+    "bookie-readonly": Probe(
+        "a bookie turns read-only (disk full or I/O error)",
+        "003",
+        "the safest way of decommissioning a bookie is simply to set it to readonly",
+    ),
+    "bookie-readonly-add-refused": Probe(
+        "a read-only bookie refuses an add (EREADONLY)",
+        "003",
+        "the safest way of decommissioning a bookie is simply to set it to readonly",
+    ),
+    "bookie-cookie-mismatch": Probe(
+        "a bookie refuses to start: its disks' cookies do not match ZooKeeper's",
+        "003",
+        "The BookKeeper cookie prevents a bookie from booting in this case",
+    ),
+    "bookie-corrupt-entry-read": Probe(
+        "a read finds a stored entry that does not verify: answered EIO (unknown)",
+        "003",
+        _UNKNOWN,
+    ),
+    "bookie-read-after-restart": Probe(
+        "a bookie restarted on its old disks serves its first entry read", "003", _NEVER_FORGET
+    ),
+    "journal-replay-intact": Probe(
+        "a restart replays journal records, every file intact to its end", "003", _NEVER_FORGET
+    ),
+    "journal-replay-torn-tail": Probe(
+        "a restart finds a journal file ending in a torn (short) record",
+        "003",
+        "Writes are added to the ledger storage write cache then acknowledged, skipping the "
+        "journal completely.",
+    ),
+    "journal-replay-corrupt": Probe(
+        "a restart finds a journal record whose checksum does not match", "003", _NEVER_FORGET
+    ),
+    "unbounded-term-raised": Probe(
+        "a bookie raises a ledger's term for a request carrying a higher one",
+        "000",
+        "If a bookie has a ledger term that is lower than or equal to the ledger term of a "
+        "request, it accepts the request and updates its ledger term.",
+    ),
+    "unbounded-stale-term-add": Probe(
+        "an add of an older term arrives after a newer term: refused (EINVALIDTERM)",
+        "000",
+        _TERM_REFUSED,
+    ),
+    "unbounded-stale-term-read": Probe(
+        "a fencing or recovery read of an older term arrives after a newer term: refused",
+        "000",
+        _TERM_REFUSED,
+    ),
+    "unbounded-truncate-applied": Probe(
+        "a bookie stores an entry carrying the truncate flag", "000", _TRUNCATE
+    ),
+    "unbounded-truncate-dropped": Probe(
+        "the truncate flag drops dirty entries a bookie held beyond it", "000", _TRUNCATE
+    ),
+    # -- the client: recovery ------------------------------------------------------------
+    "recovery-started": Probe(
+        "a recovery marks the ledger IN_RECOVERY",
+        "003",
+        "Recovery begins with the client changing the status of the ledger from OPEN to "
+        "IN_RECOVERY in its metadata.",
+    ),
+    "recovery-fence-exact": Probe(
+        "fencing reaches quorum coverage with some bookies of the last fragment unfenced: "
+        "exactly the (E−AQ)+1 threshold, not every bookie",
+        "003",
+        _COVERAGE,
+    ),
+    "recovery-fence-unreachable": Probe(
+        "fencing reaches quorum coverage although some bookie gave no usable answer",
+        "003",
+        _COVERAGE,
+    ),
+    "recovery-fence-failed": Probe(
+        "fencing cannot reach quorum coverage: the recovery fails", "003", _COVERAGE
+    ),
+    "recovery-read-negative": Probe(
+        "a recovery read answered negative (no such entry / ledger)",
+        "003",
+        "Negative (the entry does not exist on that bookie)",
+    ),
+    "recovery-read-unknown": Probe(
+        "a recovery read answered with an error or an entry that does not verify",
+        "003",
+        _UNKNOWN,
+    ),
+    "recovery-read-timeout": Probe(
+        "a recovery read got no answer (timeout, connection lost)", "003", _UNKNOWN
+    ),
+    "recovery-negative-threshold": Probe(
+        "recovery reads reach the (WQ−AQ)+1 negative threshold: the entry is absent",
+        "003",
+        "The client simply counts the number of negative responses and if the count reaches "
+        "quorum coverage, then the entry is unrecoverable.",
+    ),
+    "recovery-positive-after-negative": Probe(
+        "an entry is recovered on a positive answer after negative ones",
+        "003",
+        "That is, a single positive recovery read can lead the client to decide an entry is "
+        "recoverable.",
+    ),
+    "recovery-unknown-abort": Probe(
+        "recovery reads end with neither threshold met: the recovery aborts",
+        "003",
+        "Instead ledger recovery is aborted, to be retried again.",
+    ),
+    "recovery-empty": Probe(
+        "a recovery finds no entry at all in the ledger (nothing landed before it)",
+        "003",
+        "There may be subsequent entries that were committed but they need to be discovered.",
+    ),
+    "recovery-writeback": Probe("a recovery writes recovered entries back", "003", _WRITE_BACK),
+    "recovery-writeback-bookie-failed": Probe(
+        "a bookie fails a write-back add during recovery (a fault during write-back)",
+        "003",
+        _WRITE_BACK,
+    ),
+    "recovery-writeback-failed": Probe(
+        "the write-back fails: the recovery aborts without closing", "003", _CLOSE
+    ),
+    "recovery-closed": Probe("a recovery closes the ledger", "003", _CLOSE),
+    "recovery-close-lost-race": Probe(
+        "a recovery's close finds the ledger no longer IN_RECOVERY in its term (CAS lost)",
+        "003",
+        _CLOSE,
+    ),
+    # -- the client: writing -------------------------------------------------------------
+    "client-add-fenced": Probe(
+        "a writer's add is refused as fenced or of an older term: the writer stops",
+        "003",
+        _STOP_OLD_WRITER,
+    ),
+    "ensemble-change": Probe("a writer begins an ensemble change", "001", _ENSEMBLE_CHANGE),
+    "ensemble-change-adds-pending": Probe(
+        "an ensemble change begins with adds pending beyond the LAC",
+        "001",
+        "The new fragment starts at the beginning of the uncommitted zone.",
+    ),
+    "ensemble-change-in-recovery": Probe(
+        "a recovery's write-back replaces a bookie (an ensemble change during recovery)",
+        "001",
+        _ENSEMBLE_CHANGE,
+    ),
+    "ensemble-change-lost-to-recovery": Probe(
+        "a writer's ensemble change finds the metadata taken by a recovery or newer term",
+        "003",
+        _STOP_OLD_WRITER,
+    ),
+    "ensemble-change-no-replacement": Probe(
+        "an ensemble change finds no spare writable bookie",
+        "001",
+        "As soon as a write to a bookie fails, we must be able to complete an ensemble change "
+        "in order to be able to resume and get entries acknowledged.",
+    ),
+    "metadata-cas-conflict": Probe(
+        "a metadata compare-and-set loses to a concurrent update and re-reads",
+        "001",
+        _ENSEMBLE_CHANGE,
+    ),
+    # -- the client: unbounded ledgers ---------------------------------------------------
+    "unbounded-takeover-started": Probe(
+        "a takeover raises the ledger's term in the metadata",
+        "000",
+        "When a new client wants to take over a ledger it increments the term in the ledger "
+        "metadata and then starts ledger recovery.",
+    ),
+    "unbounded-takeover-empty": Probe(
+        "a takeover ends a term in which no entry landed (before the first entry)",
+        "000",
+        "When a new client wants to take over a ledger it increments the term in the ledger "
+        "metadata and then starts ledger recovery.",
+    ),
+    "unbounded-takeover-lost": Probe(
+        "a takeover or recovery is overtaken by a newer term (EINVALIDTERM or CAS)",
+        "000",
+        "When a client receives an InvalidTerm response it should disengage.",
+    ),
+    "unbounded-takeover": Probe("a takeover reopens the ledger in its new term", "000", _NOOP),
+    "unbounded-truncating-noop": Probe(
+        "a truncating no-op reaches every bookie of the last fragment", "000", _NOOP
+    ),
+    "unbounded-truncating-noop-incomplete": Probe(
+        "a truncating no-op misses a bookie of the last fragment: the recovery fails",
+        "000",
+        "We must guarantee that this last entry is written to all bookies of the last fragment",
+    ),
+    "unbounded-leftover-noop": Probe(
+        "a recovery finds a no-op that no metadata records (a takeover that failed midway)",
+        "000",
+        _NOOP,
+    ),
+}
+"""probe name -> the protocol corner it marks and the reference passage describing it.
+Names are kebab-case, prefixed by the component (`bookie-…`, `journal-…`, `recovery-…`,
+`ensemble-…`, `client-…`, `metadata-…`, `unbounded-…`); they are stable: coverage
+figures of past runs and the search's corpus key on them."""
 
 _listeners: list[Listener] = []
 
@@ -43,6 +286,13 @@ def reach(name: str, **fields: Any) -> None:
         listener(name, fields)
 
 
+def logged(emit: Callable[..., None]) -> Listener:
+    """A listener that writes each probe reached as a structured log event ``probe``
+    (``emit(event, **fields)``, as `EventLog.emit`): how a real process reports them, for
+    the harness to count from the node logs after the run."""
+    return lambda name, fields: emit("probe", probe=name, **fields)
+
+
 @contextmanager
 def listening(listener: Listener) -> Iterator[None]:
     """Call ``listener`` for every probe reached while the block runs."""
@@ -51,3 +301,12 @@ def listening(listener: Listener) -> Iterator[None]:
         yield
     finally:
         _listeners.remove(listener)
+
+
+def coverage(counts: dict[str, int]) -> dict[str, int]:
+    """Every declared probe with its count (0 when never reached), in name order: the
+    shape of `results.json`'s ``coverage``. A count under an undeclared name is an error."""
+    unknown = set(counts) - set(PROBES)
+    if unknown:
+        raise UnknownProbeError(", ".join(sorted(unknown)))
+    return {name: counts.get(name, 0) for name in sorted(PROBES)}

@@ -20,6 +20,7 @@ from typing import Any
 import checkers
 from bookie_image.client.metadata import LedgerMetadata
 from harness.controller import Controller, RunCounters, Workload
+from harness.coverage import count_logs
 from harness.generator import Generator
 from harness.history import HistoryWriter
 from harness.report import try_write_report
@@ -216,6 +217,7 @@ def run_test(
             collect_logs(nodes_dir, run_dir)
             shutil.rmtree(nodes_dir, ignore_errors=True)
     results = check_run(history_path, counters)
+    results["coverage"] = count_logs(run_dir / "logs")
     if interrupted:
         results["interrupted"] = True
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))

@@ -10,7 +10,9 @@ import sys
 
 from bookie_image.agent.executor import Executor, LedgerOptions
 from bookie_image.agent.server import serve
+from bookie_image.bookie.events import EventLog
 from bookie_image.client import BookKeeper
+from bookie_image.probes import listening, logged
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -40,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.ack_quorum <= args.write_quorum <= args.ensemble:
         print("error: need 1 <= --ack-quorum <= --write-quorum <= --ensemble", file=sys.stderr)
         return 254
-    with contextlib.suppress(KeyboardInterrupt):
+    # Its stdout is the agent's log: probes reached are `probe` lines there (as a bookie's).
+    with contextlib.suppress(KeyboardInterrupt), listening(logged(EventLog(sys.stdout).emit)):
         asyncio.run(_run(args))
     return 0
 

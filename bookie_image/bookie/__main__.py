@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from bookie_image import bugs
+from bookie_image.probes import listening, logged
 
 from .config import BookieConfig, ConfigError, load_config
 from .cookies import CookieRefused
@@ -85,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_BAD_CONFIG
     events = EventLog(stream, SystemClock(), bookie=cfg.bookie_id)
-    return asyncio.run(_serve(cfg, events))
+    with listening(logged(events.emit)):
+        return asyncio.run(_serve(cfg, events))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from bookie_image.probes import reach
 from bookie_image.protocol import (
     AddRequest,
     AddResponse,
@@ -63,6 +64,9 @@ class Bookie:
         self._corrupt_as_missing = "corrupt-returns-noentry" in bugs
         self.readonly: str | None = None  # why, when read-only
         self.on_mode_change: Callable[[bool], None] = lambda readonly: None
+        self.restarted = False
+        """Started on disks that held data before (set at start): its first entry read is
+        the probe `bookie-read-after-restart`."""
         self._waiters: dict[LKey, list[tuple[int, ReadLacRequest, Reply, asyncio.TimerHandle]]] = {}
 
     # -- modes -------------------------------------------------------------------------------
@@ -71,6 +75,7 @@ class Bookie:
         if self.readonly is None:
             self.readonly = reason
             self.events.emit("readonly", reason=reason, **fields)
+            reach("bookie-readonly", reason=reason)
             self.on_mode_change(True)
 
     def set_writable(self) -> None:
@@ -125,8 +130,11 @@ class Bookie:
         st = self.store.apply_state(lk, key, -1 if term is None else term, fenced=fence)
         if st.term > old_term:
             self.events.emit("term-advanced", ledger=_name(ledger), term=st.term, was=old_term)
+            if old_term >= 0:
+                reach("unbounded-term-raised", ledger=_name(ledger), term=st.term, was=old_term)
         if st.fenced and not was_fenced:
             self.events.emit("fenced", ledger=_name(ledger))
+            reach("bookie-fenced", ledger=_name(ledger))
         return st
 
     # -- ADD -----------------------------------------------------------------------------------
@@ -140,13 +148,19 @@ class Bookie:
             reply(AddResponse(req.request_id, status, ledger, entry_id))
 
         if self.readonly is not None:
+            reach("bookie-readonly-add-refused", ledger=_name(ledger), entry=entry_id)
             return answer(Status.EREADONLY)
         refused = self._guard(lk, req.master_key, req.term)
         if refused is not None:
+            if refused is Status.EINVALIDTERM:
+                reach("unbounded-stale-term-add", ledger=_name(ledger), entry=entry_id)
             return answer(refused)
         st = self.store.ledgers.get(lk)
-        if st is not None and st.fenced and not req.recovery:
-            return answer(Status.EFENCED)
+        if st is not None and st.fenced:
+            if not req.recovery:
+                reach("bookie-fenced-add-refused", ledger=_name(ledger), entry=entry_id)
+                return answer(Status.EFENCED)
+            reach("bookie-recovery-add-on-fenced", ledger=_name(ledger), entry=entry_id)
         self._apply_guards(ledger, req.master_key, req.term)
         truncate = req.truncate and not self._no_truncate
         flags = (RECOVERY if req.recovery else 0) | (TRUNCATE if truncate else 0)
@@ -159,9 +173,13 @@ class Bookie:
             if error is not None:
                 self.io_failed("journal", error)
                 return answer(Status.EIO)
+            held = self.store.ledgers[lk].last_entry
             self.store.apply_add(lk, entry_id, req.entry, header.lac, truncate)
             if truncate:
                 self.events.emit("truncated", ledger=_name(ledger), after=entry_id)
+                reach("unbounded-truncate-applied", ledger=_name(ledger), entry=entry_id)
+                if held > entry_id:
+                    reach("unbounded-truncate-dropped", ledger=_name(ledger), after=entry_id)
             self._notify(lk)
             answer(Status.EOK)
 
@@ -181,6 +199,7 @@ class Bookie:
         except CorruptEntry as exc:
             name = _name(LedgerId(*lk))
             self.events.emit("corrupt-entry", ledger=name, entry=entry_id, error=str(exc))
+            reach("bookie-corrupt-entry-read", ledger=name, entry=entry_id)
             if self._corrupt_as_missing:
                 return Status.ENOENTRY, entry_id, b""
             return Status.EIO, entry_id, b""
@@ -191,10 +210,15 @@ class Bookie:
 
         def answer() -> None:
             status, found, data = self._lookup(lk, req.entry_id)
+            if self.restarted and status is Status.EOK and req.entry_id >= 0:
+                self.restarted = False
+                reach("bookie-read-after-restart", ledger=_name(ledger), entry=req.entry_id)
             reply(ReadResponse(req.request_id, status, ledger, found, data))
 
         refused = self._guard(lk, req.master_key if req.fence else None, req.term)
         if refused is not None:
+            if refused is Status.EINVALIDTERM:
+                reach("unbounded-stale-term-read", ledger=_name(ledger), entry=req.entry_id)
             return reply(ReadResponse(req.request_id, refused, ledger, req.entry_id))
         if not req.fence:
             return answer()

@@ -10,7 +10,9 @@ advice), ``journal-replayed`` (count), ``journal-damaged`` (file, offset, reason
 was), ``truncated`` (ledger, after), ``readonly`` (reason), ``writable``,
 ``protocol-error`` (peer, error, action answered / closed), ``corrupt-entry`` (ledger,
 entry, error), ``checkpoint-failed``, ``registration-failed``, ``journal-stats`` (fsyncs,
-batches; every 0.5 s while they change), ``stopping``, ``stopped``.
+batches; every 0.5 s while they change), ``stopping``, ``stopped``; and ``probe`` (probe,
+and the probe's fields) for every protocol probe reached (bookie_image/probes.py), which
+the harness counts as coverage.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ TRUNCATE = 0x02
 FENCED = 0x04
 
 NO_KEY = bytes(20)
+SHORT_RECORD = "short record"  # a BadRecord's reason when a file ends mid-record (torn)
 JOURNAL_DIR = "current"
 FILE_BYTES = 64 * 1024 * 1024
 BATCH_BYTES = 4 * 1024 * 1024  # a batch of large entries goes before max_batch is reached
@@ -121,12 +122,12 @@ def replay(
         offset = start_offset if seq == start_seq else 0
         while offset < len(data):
             if len(data) - offset < _FRAME.size + _BODY.size:
-                on_bad(BadRecord(seq, offset, "short record"))
+                on_bad(BadRecord(seq, offset, SHORT_RECORD))
                 break
             length, crc = _FRAME.unpack_from(data, offset)
             body = data[offset + _FRAME.size : offset + _FRAME.size + length]
             if length < _BODY.size or len(body) < length:
-                on_bad(BadRecord(seq, offset, "short record"))
+                on_bad(BadRecord(seq, offset, SHORT_RECORD))
                 break
             if zlib.crc32(body) != crc:
                 on_bad(BadRecord(seq, offset, "checksum mismatch"))

@@ -18,6 +18,7 @@ from typing import Any
 from kazoo.handlers.threading import KazooTimeoutError
 
 from bookie_image import bugs
+from bookie_image.probes import reach
 
 from .bookie import Bookie
 from .config import BookieConfig
@@ -25,7 +26,7 @@ from .cookies import COOKIE_FILE, Cookie, CookieRefused, DirCookie, reconcile
 from .env import Clock, InlineOffload, Offload, SystemClock, ThreadOffload
 from .events import EventLog
 from .files import FileLayer, OsFileLayer
-from .journal import BadRecord, Journal, replay
+from .journal import SHORT_RECORD, BadRecord, Journal, replay
 from .registry import Registry
 from .server import BookieConnection
 from .storage import PILE_UP_BYTES, Store
@@ -82,6 +83,7 @@ class BookieService:
         """Set on stopping and when entries pile up in memory: wakes the checkpoint loop."""
         self._cleanup = contextlib.AsyncExitStack()
         self._registration: asyncio.Task[None] | None = None
+        self._old_disks = False  # the cookie check found this bookie's disks from before
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -101,7 +103,11 @@ class BookieService:
                 "Inspect it; delete it only if this bookie's disks are known to be intact",
             ) from None
         found = {layer.root: _read_dir_cookie(layer) for layer in layers}
-        action = reconcile(expected, zk_cookie, found)
+        try:
+            action = reconcile(expected, zk_cookie, found)
+        except CookieRefused as exc:
+            reach("bookie-cookie-mismatch", dir=None if exc.dir is None else str(exc.dir))
+            raise
         if action == "new":
             for layer in layers:
                 layer.write_atomic(COOKIE_FILE, expected.encode())
@@ -110,6 +116,7 @@ class BookieService:
             cookie = next(c for c in found.values() if isinstance(c, Cookie))
             self.registry.write_cookie(cookie)
         self.events.emit("cookie-checked", action=action, dirs=[str(p) for p in found])
+        self._old_disks = action != "new"
 
     async def start(self) -> None:
         """Bring the bookie up; `stop` undoes whatever part of this succeeded."""
@@ -155,6 +162,7 @@ class BookieService:
         self.journal.release_before(self.journal.durable[0])
         self.events.emit("journal-replayed", count=count, ledgers=len(self.store.ledgers))
         self.bookie = Bookie(self.store, self.journal, self.events, cfg.ledger_dirs, self.bugs)
+        self.bookie.restarted = self._old_disks
         self.journal.start()
         self._cleanup.push_async_callback(self.checkpoint)
         connections: set[BookieConnection] = set()
@@ -192,13 +200,20 @@ class BookieService:
         )
 
     def _replay(self) -> int:
+        damage: list[BadRecord] = []
+
         def damaged(bad: BadRecord) -> None:
             self.events.emit("journal-damaged", file=bad.seq, offset=bad.offset, reason=bad.reason)
+            damage.append(bad)
+            torn = bad.reason == SHORT_RECORD
+            reach("journal-replay-torn-tail" if torn else "journal-replay-corrupt", file=bad.seq)
 
         count = 0
         for record, _ in replay(self.journal_files, self.store.checkpointed, damaged):
             self.store.apply_record(record)
             count += 1
+        if count and not damage:
+            reach("journal-replay-intact", records=count)
         return count
 
     # -- running -----------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from bookie_image.client.quorum import (
     write_set,
 )
 from bookie_image.client.transport import BookieTransport, BookieUnavailableError, next_request_id
+from bookie_image.probes import reach
 from bookie_image.protocol import (
     AddRequest,
     DigestError,
@@ -614,6 +615,8 @@ class Writer:
         if status is Status.EOK:
             self._on_ack(pending.entry_id, slot)
         elif status in (Status.EFENCED, Status.EINVALIDTERM):
+            name = self.versioned.metadata.name
+            reach("client-add-fenced", ledger=name, entry=pending.entry_id, bookie=bookie)
             self.fail(
                 LedgerFencedError(
                     f"ledger {self.versioned.metadata.name} was fenced by a recovery or a "
@@ -654,6 +657,9 @@ class Writer:
     def _bookie_failed(self, slot: int, bookie: str) -> None:
         if slot in self._failed:
             return
+        if self.recovery:
+            name = self.versioned.metadata.name
+            reach("recovery-writeback-bookie-failed", ledger=name, bookie=bookie)
         self._failed[slot] = bookie
         self._excluded.add(bookie)
         if not bugs.enabled("ensemble-change-drops-pending"):
@@ -666,6 +672,13 @@ class Writer:
         fragment from LAC+1, written by CAS, then re-send the pending adds to the new
         bookies. A metadata state other than the one this writer owns means a recovery has
         started: the writer has been fenced."""
+        name = self.versioned.metadata.name
+        failed = sorted(self._failed.values())
+        reach("ensemble-change", ledger=name, bookies=list(self.ensemble), failed=failed)
+        if self.recovery:
+            reach("ensemble-change-in-recovery", ledger=name, failed=failed)
+        if any(entry_id > self.lac for entry_id in self._pending):
+            reach("ensemble-change-adds-pending", ledger=name, lac=self.lac)
         try:
             while (self._failed or self._rotate) and self.error is None:
                 ensemble = list(self.ensemble)
@@ -674,9 +687,10 @@ class Writer:
                 ]
                 targets = self._plan(ensemble, available)
                 if targets is None:
+                    reach("ensemble-change-no-replacement", ledger=name, available=available)
                     # A fenced writer should say so rather than blame the bookies.
                     fresh = await self.ctx.store.read(self.versioned.metadata.name)
-                    self.check_owner(fresh.metadata, may_have_happened=True)
+                    self._still_owner(fresh.metadata)
                     if not self._guarantee and ack_quorum_survives(self.config, self._failed):
                         # No replacement, but the others still make ack quorums: carry on
                         # degraded (the failed bookie's acks stay ignored) rather than fail.
@@ -763,11 +777,20 @@ class Writer:
                 may_have_happened=may_have_happened,
             )
 
+    def _still_owner(self, m: LedgerMetadata) -> None:
+        """`check_owner` for an ensemble change: losing the ledger to a recovery or a newer
+        term while changing its ensemble is a race worth counting."""
+        try:
+            self.check_owner(m, may_have_happened=True)
+        except LedgerFencedError:
+            reach("ensemble-change-lost-to-recovery", ledger=m.name, state=m.state.value)
+            raise
+
     def _new_fragment(
         self, first: int, ensemble: tuple[str, ...]
     ) -> Callable[[LedgerMetadata], LedgerMetadata]:
         def mutate(m: LedgerMetadata) -> LedgerMetadata:
-            self.check_owner(m, may_have_happened=True)
+            self._still_owner(m)
             return m.with_ensemble(first, ensemble)
 
         return mutate

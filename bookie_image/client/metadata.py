@@ -51,6 +51,7 @@ from bookie_image.client.errors import (
     MetadataError,
     NoSuchLedgerError,
 )
+from bookie_image.probes import reach
 from bookie_image.protocol import LedgerId
 
 __all__ = [
@@ -285,6 +286,7 @@ class ZkMetadataStore:
                     self._zk.set, self.path(wanted.name), wanted.to_json(), version, write=True
                 )
             except BadVersionError:
+                reach("metadata-cas-conflict", ledger=wanted.name)
                 current = await self.read(wanted.name)
                 continue
             except NoNodeError:

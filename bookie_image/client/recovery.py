@@ -63,6 +63,7 @@ from bookie_image.client.quorum import (
     quorum_covered,
 )
 from bookie_image.client.transport import next_request_id
+from bookie_image.probes import reach
 from bookie_image.protocol import (
     AddRequest,
     Entry,
@@ -106,6 +107,26 @@ async def recover(
     metadata = versioned.metadata
     if metadata.closed:
         return Recovered(versioned, metadata.last_entry_id, metadata.length)
+    _, bookies = metadata.last_ensemble
+    reach(
+        "unbounded-takeover-started" if take_over else "recovery-started",
+        ledger=metadata.name,
+        term=metadata.term,
+        bookies=list(bookies),
+    )
+    try:
+        return await _recover(ctx, versioned, master_key, take_over)
+    except LedgerFencedError as exc:
+        if exc.code == "EINVALIDTERM":
+            reach("unbounded-takeover-lost", ledger=metadata.name, term=metadata.term)
+        raise
+
+
+async def _recover(
+    ctx: ClientContext, versioned: Versioned, master_key: bytes, take_over: bool
+) -> Recovered:
+    """`recover` once the metadata says IN_RECOVERY (and, unbounded, this client's term)."""
+    metadata = versioned.metadata
     term = metadata.term if metadata.unbounded else None
     lac = await _fence(ctx, metadata, master_key, term)
     # Reads use the fragment as it was when fencing, never a fragment created by the
@@ -122,6 +143,13 @@ async def recover(
         elif not bugs.enabled("no-recovery-writeback"):
             if pause := buggify.delay("recovery-writeback-delay"):
                 await asyncio.sleep(pause)
+            if not writebacks:
+                reach(
+                    "recovery-writeback",
+                    ledger=metadata.name,
+                    entry=entry_id,
+                    bookies=list(writer.ensemble),
+                )
             writebacks.append(writer.enqueue(entry.payload, length=entry.header.length))
         entry_id += 1
         if is_noop(metadata, entry):
@@ -129,13 +157,17 @@ async def recover(
     try:
         await asyncio.gather(*writebacks)
     except BKError as exc:
+        reach("recovery-writeback-failed", ledger=metadata.name, error=type(exc).__name__)
         raise LedgerRecoveryError(
             f"write-back during recovery of ledger {metadata.name} failed: {exc}",
             may_have_happened=False,
         ) from exc
     if leftover_noop is not None:
+        reach("unbounded-leftover-noop", ledger=metadata.name, entry=leftover_noop)
         await _truncating_noop(ctx, writer, leftover_noop, last_length)
     last_entry = entry_id - 1
+    if last_entry < 0:
+        reach("unbounded-takeover-empty" if take_over else "recovery-empty", ledger=metadata.name)
     if last_length is None:
         last_length = await _length_at(ctx, versioned, master_key, lac)
     if take_over:
@@ -145,6 +177,7 @@ async def recover(
         if m.closed and m.last_entry_id == last_entry:
             return m  # a concurrent recovery reached the same end
         if m.state is not LedgerState.IN_RECOVERY or m.term != metadata.term:
+            reach("recovery-close-lost-race", ledger=m.name, state=m.state.value, term=m.term)
             raise ConcurrentModificationError(
                 f"ledger {m.name} became {m.state.value} (term {m.term}, last entry "
                 f"{m.last_entry_id}) while recovering it to last entry {last_entry}",
@@ -158,6 +191,7 @@ async def recover(
     if pause := buggify.delay("recovery-close-delay"):
         await asyncio.sleep(pause)
     closed = await ctx.store.update(writer.versioned, close)
+    reach("recovery-closed", ledger=metadata.name, last_entry=last_entry)
     return Recovered(closed, last_entry, last_length)
 
 
@@ -185,6 +219,7 @@ async def _start_term(
     if pause := buggify.delay("recovery-close-delay"):
         await asyncio.sleep(pause)
     reopened = await ctx.store.update(writer.versioned, reopen)
+    reach("unbounded-takeover", ledger=metadata.name, term=metadata.term, noop=noop)
     return Recovered(reopened, noop, length)
 
 
@@ -215,11 +250,13 @@ async def _truncating_noop(ctx: ClientContext, writer: Writer, entry_id: int, le
         if status is not Status.EOK:
             refused.append(f"{bookie}: {'no answer' if status is None else status.name}")
     if refused:
+        reach("unbounded-truncating-noop-incomplete", ledger=metadata.name, entry=entry_id)
         raise LedgerRecoveryError(
             f"the truncating no-op of ledger {metadata.name} must reach every bookie of its "
             f"last fragment: {', '.join(refused)}",
             may_have_happened=False,
         )
+    reach("unbounded-truncating-noop", ledger=metadata.name, entry=entry_id)
 
 
 def _newer_term(m: LedgerMetadata) -> LedgerFencedError:
@@ -238,6 +275,7 @@ async def _fence(
     config = quorum_of(metadata)
     lac = first - 1  # entries before the last fragment were confirmed when it was created
     fenced: set[int] = set()
+    unusable: set[int] = set()  # answered nothing, or something that does not fence
     requests = {
         bookie: ReadRequest(
             next_request_id(), wire_id(metadata), -1, fence=True, master_key=master_key, term=term
@@ -248,6 +286,7 @@ async def _fence(
         if response is not None and response.status is Status.EINVALIDTERM:
             raise _newer_term(metadata)
         if response is None or response.status not in _FENCED:
+            unusable.add(bookies.index(bookie))
             continue
         fenced.add(bookies.index(bookie))
         if response.status is Status.EOK:
@@ -256,7 +295,12 @@ async def _fence(
                 header = decode_entry(response.entry, metadata.digest, master_key).header
                 lac = max(lac, header.lac)
         if quorum_covered(config, fenced):
+            if len(fenced) < len(bookies):
+                reach("recovery-fence-exact", ledger=metadata.name, fenced=len(fenced))
+            if unusable:
+                reach("recovery-fence-unreachable", ledger=metadata.name, unusable=len(unusable))
             return lac
+    reach("recovery-fence-failed", ledger=metadata.name, fenced=len(fenced))
     raise LedgerRecoveryError(
         f"could not fence ledger {metadata.name}: only {sorted(bookies[s] for s in fenced)} "
         f"of {list(bookies)} answered, not enough to cover every ack quorum",
@@ -288,19 +332,33 @@ async def _recovery_read(
     tally = RecoveryReadTally(config)
     async for _, response in answers(ctx, requests, ctx.read_timeout):
         outcome, entry = _classify(response, metadata, master_key, entry_id)
+        if outcome is not ReadOutcome.POSITIVE:
+            reach(_READ_PROBES[outcome, response is None], ledger=metadata.name, entry=entry_id)
         decision = tally.record(outcome)
         if decision is RecoveryDecision.RECOVERABLE and entry is not None:
+            if tally.negatives:
+                reach("recovery-positive-after-negative", ledger=metadata.name, entry=entry_id)
             return entry
         if decision is RecoveryDecision.UNRECOVERABLE:
+            reach("recovery-negative-threshold", ledger=metadata.name, entry=entry_id)
             return None
         if decision is RecoveryDecision.UNKNOWN:
             break
+    reach("recovery-unknown-abort", ledger=metadata.name, entry=entry_id)
     raise LedgerRecoveryError(
         f"cannot tell whether entry {entry_id} of ledger {metadata.name} exists: "
         f"{tally.positives} positive, {tally.negatives} negative, {tally.unknowns} unknown "
         f"answers (absent needs {config.write_quorum - config.ack_quorum + 1} negatives)",
         may_have_happened=False,
     )
+
+
+_READ_PROBES = {
+    (ReadOutcome.NEGATIVE, False): "recovery-read-negative",
+    (ReadOutcome.UNKNOWN, False): "recovery-read-unknown",
+    (ReadOutcome.UNKNOWN, True): "recovery-read-timeout",
+}
+"""(how a non-positive recovery read counts, whether it had no answer) -> its probe."""
 
 
 def _classify(

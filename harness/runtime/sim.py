@@ -24,12 +24,14 @@ import json
 import os
 import random
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bookie_image import bugs
+from bookie_image.probes import coverage, listening
 from harness.controller import Controller, RunCounters, Workload
 from harness.generator import Generator
 from harness.history import HistoryWriter
@@ -171,9 +173,14 @@ def run_sim(
     history_path.unlink(missing_ok=True)
     counters = RunCounters()
     rng = random.Random(spec.seed)
+    probes: Counter[str] = Counter()
     loop = SimLoop()
     loop.network = Network(loop, random.Random(rng.getrandbits(64)), spec.latency, spec.loss)
-    with _process_state(spec, rng) as scratch, perturbing(spec.seed, spec.buggify) as perturbed:
+    with (
+        _process_state(spec, rng) as scratch,
+        listening(lambda name, _: probes.update((name,))),
+        perturbing(spec.seed, spec.buggify) as perturbed,
+    ):
         cluster = SimCluster(
             loop,
             scratch,
@@ -207,6 +214,7 @@ def run_sim(
             loop.close()
     results = check_run(history_path, counters)
     results["sim"] = {"simulated_s": round(loop.time(), 6), "loop_errors": len(loop.errors)}
+    results["coverage"] = coverage(probes)
     if perturbed is not None:
         results["buggify"] = perturbed.summary()
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))

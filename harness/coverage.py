@@ -1,0 +1,48 @@
+"""Protocol coverage of a run: how often each probe (bookie_image/probes.py) was reached.
+
+The simulation counts probes in-process; real bookies and client agents write a `probe`
+event per probe reached into their structured logs, which the runner collects into
+`logs/<node>/` — this module counts those. Either way `results.json` gets
+``"coverage": {probe: count}`` with every declared probe, 0 when never reached.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from bookie_image.probes import PROBES, coverage
+
+__all__ = ["count_logs", "reached", "unreached"]
+
+
+def count_logs(logs_dir: Path) -> dict[str, int]:
+    """The coverage the node logs under `logs_dir` (`<node>/*.log`) record. Lines that are
+    not JSON events (a traceback, a supervisor's note) are skipped, as are probes this
+    harness does not declare (an image built from other sources)."""
+    counts: Counter[str] = Counter()
+    for log in sorted(logs_dir.glob("*/*.log")):
+        with log.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if '"probe"' not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and event.get("event") == "probe":
+                    name = event.get("probe")
+                    if name in PROBES:
+                        counts[name] += 1
+    return coverage(counts)
+
+
+def reached(cov: dict[str, int]) -> list[str]:
+    return sorted(name for name, count in cov.items() if count)
+
+
+def unreached(cov: dict[str, int]) -> list[str]:
+    """Declared probes the run never reached (a coverage without some declared probe —
+    an older run's — counts them as unreached too)."""
+    return sorted(name for name in PROBES if not cov.get(name))
