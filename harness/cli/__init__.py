@@ -40,6 +40,7 @@ def _register() -> None:
         detect,
         gc,
         image,
+        mutants,
         nightly,
         report,
         search,
@@ -67,6 +68,7 @@ def _register() -> None:
     bench.add_command(test_all.bench_harness)
     cli.add_command(search.search)
     bench.add_command(sim.bench_sim)
+    bench.add_command(mutants.bench_mutants)
 
 
 _register()
