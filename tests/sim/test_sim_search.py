@@ -56,7 +56,17 @@ def test_a_simulated_test_runs_the_workload_it_names(tmp_path: Path) -> None:
 def test_search_finds_shrinks_and_stores_no_journal_fsync(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["search", "--bug", "no-journal-fsync", "--budget", "100s", "--max-time", "1.5"]
+    args = [
+        "search",
+        "--strategy",
+        "hypothesis",
+        "--bug",
+        "no-journal-fsync",
+        "--budget",
+        "100s",
+        "--max-time",
+        "1.5",
+    ]
     with pytest.raises(SystemExit) as exited:
         main([*args, "--store", str(tmp_path), "--json"])
     assert exited.value.code == 1
@@ -75,7 +85,17 @@ def test_search_for_scope_id_ignored_runs_128_bit_ledgers_and_records_them(
 ) -> None:
     """`--id-bits 128` reaches the workload (its ledgers spread over BP-35 scopes), and the
     minimal test says so, for a replay to use the same ids."""
-    args = ["search", "--id-bits", "128", "--bug", "scope-id-ignored", "--budget", "60s"]
+    args = [
+        "search",
+        "--strategy",
+        "hypothesis",
+        "--id-bits",
+        "128",
+        "--bug",
+        "scope-id-ignored",
+        "--budget",
+        "60s",
+    ]
     with pytest.raises(SystemExit) as exited:
         main([*args, "--store", str(tmp_path), "--json"])
     assert exited.value.code == 1
@@ -96,7 +116,17 @@ def test_workload_settings_given_to_the_search_are_kept_not_drawn(
 ) -> None:
     fixed = ["--concurrency", "8", "--pipeline", "2", "--wq", "3", "--aq", "3"]
     shares = ["--takeovers", "0", "--writer-crashes", "0"]
-    args = ["search", "--id-bits", "128", "--bug", "scope-id-ignored", *fixed, *shares]
+    args = [
+        "search",
+        "--strategy",
+        "hypothesis",
+        "--id-bits",
+        "128",
+        "--bug",
+        "scope-id-ignored",
+        *fixed,
+        *shares,
+    ]
     with pytest.raises(SystemExit) as exited:
         main([*args, "--budget", "60s", "--store", str(tmp_path), "--json"])
     assert exited.value.code == 1
