@@ -69,6 +69,64 @@ class Mutant:
     def name(self) -> str:
         return f"{self.module}:{self.line} {self.kind}: {self.change}"
 
+    def source(self, root: Path) -> str:
+        return mutated_source(root, self)
+
+
+@dataclass(frozen=True)
+class Defect:
+    """A hand-written realistic defect of the protocol classes the search must catch
+    (issue 33's list), as a one-place edit: `old` becomes `new` in `module`. Not a seeded
+    bug: no switch, no name the product knows."""
+
+    label: str
+    module: str
+    old: str
+    new: str
+    kind: str = "defect"
+
+    @property
+    def name(self) -> str:
+        return f"{self.module} {self.label}"
+
+    def source(self, root: Path) -> str:
+        text = (root / self.module).read_text()
+        if text.count(self.old) != 1:
+            raise ValueError(f"{self.name}: the code it edits changed ({self.old!r})")
+        return text.replace(self.old, self.new)
+
+
+DEFECTS = (
+    Defect(
+        "ensemble-change-ignores-recovery: a writer's ensemble change does not check that "
+        "the ledger is still its own, so it races a recovery's fencing and wins",
+        "bookie_image/client/ledger.py",
+        "            self._still_owner(m)\n            return m.with_ensemble",
+        "            return m.with_ensemble",
+    ),
+    Defect(
+        "writeback-ensembles-forgotten: a recovery closes the ledger with the ensembles it "
+        "read, not those its write-back moved to when a bookie failed during it",
+        "bookie_image/client/recovery.py",
+        "closed_at(m, last_entry, last_length), ensembles=writer.versioned.metadata.ensembles",
+        "closed_at(m, last_entry, last_length), ensembles=m.ensembles",
+    ),
+    Defect(
+        "recovery-add-skips-term: a bookie checks the term of writers' adds but not of "
+        "recovery adds (an old takeover's write-back lands in a newer term)",
+        "bookie_image/bookie/bookie.py",
+        "refused = self._guard(lk, req.master_key, req.term)",
+        "refused = self._guard(lk, req.master_key, None if req.recovery else req.term)",
+    ),
+    Defect(
+        "recovery-skips-first-entry: a recovery (or takeover) that fences a ledger before "
+        "its first entry is confirmed starts reading after entry 0",
+        "bookie_image/client/recovery.py",
+        "    entry_id = lac + 1\n",
+        "    entry_id = max(lac, 0) + 1\n",
+    ),
+)
+
 
 OBSERVING = ("bugs.enabled", "buggify.", "reach(", ".emit(")
 """Code that only observes or perturbs (seeded-bug switches, BUGGIFY points, probes, event
@@ -152,7 +210,7 @@ def mutated_source(root: Path, mutant: Mutant) -> str:
 
 @dataclass
 class MutantResult:
-    mutant: Mutant
+    mutant: Mutant | Defect
     outcome: str  # caught | survived | crashed
     seconds_to_catch: float | None
     anomaly: str | None
@@ -162,7 +220,7 @@ class MutantResult:
 
 
 def run_mutant(
-    root: Path, mutant: Mutant, budget: str, search_args: tuple[str, ...] = ()
+    root: Path, mutant: Mutant | Defect, budget: str, search_args: tuple[str, ...] = ()
 ) -> MutantResult:
     """Apply `mutant` to a copy of the source tree and run the no-hint search on it."""
     started = time.monotonic()
@@ -172,7 +230,7 @@ def run_mutant(
             shutil.copytree(
                 root / package, copy_root / package, ignore=shutil.ignore_patterns("__pycache__")
             )
-        (copy_root / mutant.module).write_text(mutated_source(root, mutant))
+        (copy_root / mutant.module).write_text(mutant.source(root))
         command = [
             sys.executable,
             "-c",

@@ -32,9 +32,21 @@ from harness.cli.search import parse_budget
     help="Seed of each search (--seed of bkchaos search).",
 )
 @click.option("--list", "list_only", is_flag=True, help="List every mutant and stop.")
+@click.option(
+    "--defects",
+    is_flag=True,
+    help="Try the hand-written realistic defects (harness/bench/mutants.py DEFECTS) instead "
+    "of a sample of generated mutants.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_mutants(
-    count: int, seed: int, budget: str, search_seed: int, list_only: bool, as_json: bool
+    count: int,
+    seed: int,
+    budget: str,
+    search_seed: int,
+    list_only: bool,
+    defects: bool,
+    as_json: bool,
 ) -> None:
     """Mutate the protocol modules one mutant at a time (in a copy of the source tree) and
     run the no-hint search on each: the share caught, the time to catch, the survivors."""
@@ -42,14 +54,18 @@ def bench_mutants(
 
     parse_budget(budget)  # a bad budget is refused before anything runs
     root = Path(bench.__file__).resolve().parents[2]
-    every = bench.mutants(root)
+    every: list[bench.Mutant | bench.Defect] = list(
+        bench.DEFECTS if defects else bench.mutants(root)
+    )
     if list_only:
         for mutant in every:
             click.echo(mutant.name)
-        click.echo(f"{len(every)} mutants", err=True)
+        click.echo(f"{len(every)} {'defects' if defects else 'mutants'}", err=True)
         return
+    tried = every if defects else bench.sample(every, count, seed)  # type: ignore[arg-type]
+    count = len(tried)
     results = []
-    for number, mutant in enumerate(bench.sample(every, count, seed), 1):
+    for number, mutant in enumerate(tried, 1):
         result = bench.run_mutant(root, mutant, budget, ("--seed", str(search_seed)))
         results.append(result)
         if not as_json:

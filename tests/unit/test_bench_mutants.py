@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.bench.mutants import (
+    DEFECTS,
     PROTOCOL_MODULES,
     MutantResult,
     mutants,
@@ -63,3 +64,11 @@ def test_the_score_counts_caught_mutants_only(every: list) -> None:
     summary = summarise(results)
     assert (summary["caught"], summary["crashed"], summary["score"]) == (1, 1, 0.333)
     assert summary["median_s_to_catch"] == 4.0
+
+
+def test_every_realistic_defect_still_applies_and_compiles() -> None:
+    """A defect whose code moved would silently test the correct build: it must apply."""
+    for defect in DEFECTS:
+        source = defect.source(ROOT)
+        assert source != (ROOT / defect.module).read_text(), defect.name
+        compile(source, defect.module, "exec")
