@@ -26,10 +26,14 @@ POINTS: dict[str, str] = {
     "timeout (the request was applied; the client must count it unknown)",
     "client-drop-connection": "the client's connection to a bookie breaks right after a "
     "request is written, failing every request waiting on it",
+    "client-request-lost": "the client's connection to a bookie breaks just before a "
+    "request is written: the bookie never gets it, the client cannot tell (a bookie "
+    "failing in the middle of a write-back)",
     "ensemble-change-delay": "a writer's ensemble change waits before its metadata CAS, "
     "widening its race with a recovery",
-    "recovery-writeback-delay": "a recovery waits between reading the entries and writing "
-    "them back (a bookie failing then is the write-back's fault window)",
+    "recovery-writeback-delay": "a recovery waits between reading an entry and writing it "
+    "back, and before its truncating no-op (a bookie failing, or a newer term arriving, "
+    "then is the write-back's fault window)",
     "recovery-close-delay": "a recovery waits before the CAS that closes or reopens the "
     "ledger, widening its race with the writer and with other recoveries",
     "bookie-reply-delay": "a bookie holds an answer back before sending it, so answers "

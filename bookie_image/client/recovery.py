@@ -227,6 +227,8 @@ async def _truncating_noop(ctx: ClientContext, writer: Writer, entry_id: int, le
     """Write the no-op that ends a term at ``entry_id``, with the truncate flag, to every
     bookie of the last fragment; each must store it. A bookie that missed it may hold an
     old term's entry in its place, which a reader asking it first would get."""
+    if pause := buggify.delay("recovery-writeback-delay"):
+        await asyncio.sleep(pause)
     metadata = writer.versioned.metadata
     data = encode_entry(
         wire_id(metadata), entry_id, entry_id - 1, length, NOOP, metadata.digest, writer.master_key

@@ -80,6 +80,9 @@ class _BookieConnection:
         future: asyncio.Future[Any] = loop.create_future()
         self._waiting[request.request_id] = future
         try:
+            if buggify.fires("client-request-lost"):
+                self.abort(BookieUnavailableError(f"connection to {self.bookie} lost"))
+                raise BookieUnavailableError(f"connection to {self.bookie} lost")
             self._writer.write(self._codec.send(request))
             if buggify.fires("client-drop-connection"):
                 self.abort(BookieUnavailableError(f"connection to {self.bookie} dropped"))

@@ -26,6 +26,7 @@ FIRE_CHANCE: dict[str, float] = {
     "client-request-delay": 0.1,
     "client-spurious-timeout": 0.02,
     "client-drop-connection": 0.01,
+    "client-request-lost": 0.01,
     "ensemble-change-delay": 0.5,
     "recovery-writeback-delay": 0.3,
     "recovery-close-delay": 0.5,
