@@ -246,12 +246,15 @@ class Corpus:
     combinations: set[frozenset[str]] = field(default_factory=set)
 
     def offer(self, candidate: Candidate, reached: frozenset[str]) -> frozenset[str] | None:
-        """Keep `candidate` if it reached a new feature or a new combination; returns the
-        new features (empty for a new combination only), or None if it was not kept."""
+        """Keep `candidate` if it reached a new feature or a new combination of probes;
+        returns the new features (empty for a new combination only), or None if it was not
+        kept. Combinations count probes only: op outcomes combine in so many ways that
+        nearly every test would be kept, and a corpus that keeps everything steers nothing."""
         new = frozenset(f for f in reached if f not in self.seen)
-        if not new and reached in self.combinations:
+        probes = frozenset(f for f in reached if f.startswith("probe:"))
+        if not new and probes in self.combinations:
             return None
-        self.combinations.add(reached)
+        self.combinations.add(probes)
         self.seen.update(reached)
         self.entries.append((candidate, reached))
         return new

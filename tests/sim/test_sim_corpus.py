@@ -25,9 +25,10 @@ def test_corpus_keeps_a_test_only_for_something_new() -> None:
     corpus = Corpus()
     test = Candidate(SimSpec(), ())
     assert corpus.offer(test, frozenset({"probe:a", "op:append:ok"})) == {"probe:a", "op:append:ok"}
-    assert corpus.offer(test, frozenset({"probe:a"})) == frozenset()  # a new combination
-    assert corpus.offer(test, frozenset({"probe:a"})) is None
+    assert corpus.offer(test, frozenset({"probe:a"})) is None  # the same probes
     assert corpus.offer(test, frozenset({"probe:b"})) == {"probe:b"}
+    assert corpus.offer(test, frozenset({"probe:a", "probe:b"})) == frozenset()  # combined
+    assert corpus.offer(test, frozenset({"probe:b", "op:append:ok"})) is None
     assert len(corpus.entries) == 3
 
 
