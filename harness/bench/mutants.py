@@ -57,17 +57,19 @@ _SYMBOL = {
 @dataclass(frozen=True)
 class Mutant:
     """One mutation: the module, the index of the node it changes in `ast.walk` order (so
-    it can be re-applied to a fresh parse), the line, its kind and what it does."""
+    it can be re-applied to a fresh parse), its line, kind and what it does, and its
+    column (two mutants may share a line)."""
 
     module: str
     node: int
     line: int
     kind: str
     change: str
+    column: int = 0
 
     @property
     def name(self) -> str:
-        return f"{self.module}:{self.line} {self.kind}: {self.change}"
+        return f"{self.module}:{self.line}:{self.column} {self.kind}: {self.change}"
 
     def source(self, root: Path) -> str:
         return mutated_source(root, self)
@@ -186,7 +188,8 @@ def mutants(root: Path, modules: tuple[str, ...] = PROTOCOL_MODULES) -> list[Mut
         for index, node, kind, change in _sites(tree):
             if id(node) in skip or any(word in ast.unparse(node) for word in OBSERVING):
                 continue
-            found.append(Mutant(module, index, getattr(node, "lineno", 0), kind, change))
+            line, column = getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+            found.append(Mutant(module, index, line, kind, change, column))
     return found
 
 

@@ -30,6 +30,7 @@ def every() -> list:
 def test_every_kind_is_drawn_from_every_protocol_module(every: list) -> None:
     assert {m.kind for m in every} == KINDS
     assert {m.module for m in every} == set(PROTOCOL_MODULES)
+    assert len({m.name for m in every}) == len(every)  # a survivor's name says which one
 
 
 def test_observing_code_is_not_mutated(every: list) -> None:
