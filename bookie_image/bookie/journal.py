@@ -27,6 +27,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from bookie_image import buggify
+
 from .env import Clock, Offload
 from .files import AppendFile, FileLayer
 
@@ -201,6 +203,8 @@ class Journal:
             if not self._queue:
                 self._wake.clear()
                 await self._wake.wait()
+            if pause := buggify.delay("bookie-journal-delay"):
+                await asyncio.sleep(pause)
             await self._gather()
             take, size = 0, 0
             while take < min(self._max_batch, len(self._queue)) and (

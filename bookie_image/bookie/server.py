@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
+from bookie_image import buggify
 from bookie_image.protocol import (
     NEED_DATA,
     AddResponse,
@@ -177,6 +178,12 @@ class BookieConnection(asyncio.Protocol):
             self.close()
 
     def _reply(self, response: Any) -> None:
+        if pause := buggify.delay("bookie-reply-delay"):
+            asyncio.get_running_loop().call_later(pause, self._send, response)
+        else:
+            self._send(response)
+
+    def _send(self, response: Any) -> None:
         if self._transport is None or self._transport.is_closing():
             return
         if not self._out:

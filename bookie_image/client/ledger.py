@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bookie_image import bugs
+from bookie_image import buggify, bugs
 from bookie_image.client.errors import (
     BKError,
     BKTimeoutError,
@@ -119,10 +119,13 @@ class ClientContext:
 
     async def request(self, bookie: str, request: Any, timeout: float) -> Any | None:
         """Send a request; None means no answer (unknown outcome)."""
+        if pause := buggify.delay("client-request-delay"):
+            await asyncio.sleep(pause)
         try:
-            return await self.transport.request(bookie, request, timeout)
+            response = await self.transport.request(bookie, request, timeout)
         except (BookieUnavailableError, TimeoutError):
             return None
+        return None if buggify.fires("client-spurious-timeout") else response
 
 
 def quorum_of(metadata: LedgerMetadata) -> QuorumConfig:
@@ -707,6 +710,8 @@ class Writer:
                 for slot, bookie in targets.items():
                     ensemble[slot] = bookie
                 change = self._new_fragment(first, tuple(ensemble))
+                if pause := buggify.delay("ensemble-change-delay"):
+                    await asyncio.sleep(pause)
                 if self.recovery:
                     # A recovery keeps its replacements to itself until it closes the
                     # ledger, as BookKeeper's does: written now, they would name a bookie

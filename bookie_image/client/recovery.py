@@ -34,7 +34,7 @@ import contextlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bookie_image import bugs
+from bookie_image import buggify, bugs
 from bookie_image.client.errors import (
     BKError,
     ConcurrentModificationError,
@@ -141,6 +141,8 @@ async def _recover(
         if is_noop(metadata, entry) and entry_id not in metadata.noops:
             leftover_noop = entry_id  # completed below, on every bookie
         elif not bugs.enabled("no-recovery-writeback"):
+            if pause := buggify.delay("recovery-writeback-delay"):
+                await asyncio.sleep(pause)
             if not writebacks:
                 reach(
                     "recovery-writeback",
@@ -186,6 +188,8 @@ async def _recover(
             closed_at(m, last_entry, last_length), ensembles=writer.versioned.metadata.ensembles
         )
 
+    if pause := buggify.delay("recovery-close-delay"):
+        await asyncio.sleep(pause)
     closed = await ctx.store.update(writer.versioned, close)
     reach("recovery-closed", ledger=metadata.name, last_entry=last_entry)
     return Recovered(closed, last_entry, last_length)
@@ -212,6 +216,8 @@ async def _start_term(
             ensembles=writer.versioned.metadata.ensembles,  # the write-back's, kept local
         )
 
+    if pause := buggify.delay("recovery-close-delay"):
+        await asyncio.sleep(pause)
     reopened = await ctx.store.update(writer.versioned, reopen)
     reach("unbounded-takeover", ledger=metadata.name, term=metadata.term, noop=noop)
     return Recovered(reopened, noop, length)
@@ -221,6 +227,8 @@ async def _truncating_noop(ctx: ClientContext, writer: Writer, entry_id: int, le
     """Write the no-op that ends a term at ``entry_id``, with the truncate flag, to every
     bookie of the last fragment; each must store it. A bookie that missed it may hold an
     old term's entry in its place, which a reader asking it first would get."""
+    if pause := buggify.delay("recovery-writeback-delay"):
+        await asyncio.sleep(pause)
     metadata = writer.versioned.metadata
     data = encode_entry(
         wire_id(metadata), entry_id, entry_id - 1, length, NOOP, metadata.digest, writer.master_key

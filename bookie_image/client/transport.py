@@ -16,6 +16,7 @@ import contextlib
 import itertools
 from typing import Any, Protocol
 
+from bookie_image import buggify
 from bookie_image.protocol import NEED_DATA, Connection, Role
 
 __all__ = ["BookieTransport", "BookieUnavailableError", "TcpTransport", "next_request_id"]
@@ -79,7 +80,12 @@ class _BookieConnection:
         future: asyncio.Future[Any] = loop.create_future()
         self._waiting[request.request_id] = future
         try:
+            if buggify.fires("client-request-lost"):
+                self.abort(BookieUnavailableError(f"connection to {self.bookie} lost"))
+                raise BookieUnavailableError(f"connection to {self.bookie} lost")
             self._writer.write(self._codec.send(request))
+            if buggify.fires("client-drop-connection"):
+                self.abort(BookieUnavailableError(f"connection to {self.bookie} dropped"))
             return await asyncio.wait_for(future, max(0.0, deadline - loop.time()))
         finally:
             self._waiting.pop(request.request_id, None)

@@ -103,6 +103,7 @@ LAZY_BENCHES: dict[str, str] = {
     "checker": "harness.cli.check:bench_checker",
     "detect": "harness.cli.detect:bench_detect",
     "harness": "harness.cli.test_all:bench_harness",
+    "mutants": "harness.cli.mutants:bench_mutants",
     "sim": "harness.cli.sim:bench_sim",
 }
 

@@ -1,5 +1,11 @@
 """`bkchaos search`: find a fault schedule that breaks the product, shrink it, store it.
 
+With no --workload, --nemesis or --bug it is the "find me a bug" command: a corpus-steered
+search (harness/sim/corpus.py) over every workload, every simulated fault kind and
+BUGGIFY's perturbations, printing what its tests reach as it goes. `--strategy
+hypothesis` is the older search (harness/sim/search.py): fresh draws of one workload.
+`--bug` only switches a seeded bug on in the product; what the search draws is the same.
+
 Exit codes as `bkchaos test`: 1 when an invalid history was found (the minimal one is in
 the store), 0 when the budget ran out with every history valid, 254 for bad arguments.
 """
@@ -8,6 +14,8 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,8 +31,8 @@ if TYPE_CHECKING:
     from harness.runtime.sim import SimSpec
 
 WORKLOAD_SETTINGS = (
-    *("bookies", "concurrency", "id_bits", "pipeline", "write_quorum", "ack_quorum"),
-    *("takeovers", "writer_crashes"),
+    *("workload", "bookies", "concurrency", "id_bits", "pipeline", "write_quorum", "ack_quorum"),
+    *("takeovers", "writer_crashes", "buggify"),
 )
 """What a search may set besides the workload and the bugs; `minimal.json` records them."""
 
@@ -42,7 +50,13 @@ def parse_budget(text: str) -> float:
 
 @click.command()
 @click.option("--runtime", type=click.Choice(["sim"]), default="sim", show_default=True)
-@click.option("--workload", type=click.Choice(WORKLOADS), default="ledger", show_default=True)
+@click.option(
+    "--workload",
+    type=click.Choice(WORKLOADS),
+    default=None,
+    help="The workload to run (default: every workload, drawn per test; the hypothesis "
+    "strategy runs ledger).",
+)
 @click.option(
     "--id-bits",
     type=click.Choice(["64", "128"]),
@@ -53,10 +67,9 @@ def parse_budget(text: str) -> float:
 @click.option(
     "--bookies",
     type=click.IntRange(3, 9),
-    default=3,
-    show_default=True,
+    default=None,
     help="Bookies in the simulated cluster (ledgers have an ensemble of 3): a fourth is a "
-    "spare for ensemble changes.",
+    "spare for ensemble changes (default: 3; the corpus strategy draws 3, 4 or 5).",
 )
 @click.option(
     "--wq",
@@ -113,13 +126,33 @@ def parse_budget(text: str) -> float:
     "--max-time", type=float, default=3.0, show_default=True, help="Longest simulated run (s)."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search itself.")
+@click.option(
+    "--strategy",
+    type=click.Choice(["corpus", "hypothesis"]),
+    default="corpus",
+    show_default=True,
+    help="corpus: keep tests that reached something new and mutate them; hypothesis: "
+    "fresh draws, shrunk by Hypothesis.",
+)
+@click.option(
+    "--buggify/--no-buggify",
+    default=True,
+    show_default=True,
+    help="corpus strategy: let tests turn on the simulation's perturbation points.",
+)
 @click.option("--store", type=click.Path(path_type=Path), default=Path("store"), show_default=True)
+@click.option(
+    "--replay",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Run the test of a minimal.json a search stored, in the simulation, and stop.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def search(
     runtime: str,
-    workload: str,
+    workload: str | None,
     id_bits: str,
-    bookies: int,
+    bookies: int | None,
     concurrency: int | None,
     pipeline: int | None,
     write_quorum: int | None,
@@ -133,16 +166,22 @@ def search(
     max_faults: int,
     max_time: float,
     seed: int,
+    strategy: str,
+    buggify: bool,
     store: Path,
+    replay: Path | None,
     as_json: bool,
 ) -> int:
     """Search simulated fault schedules for an invalid history; shrink and store it."""
     from harness.command_line import replay_command
     from harness.report import try_write_report
     from harness.runtime.sim import SimSpec, run_sim
+    from harness.sim.corpus import Space, steered_search
     from harness.sim.search import search as run_search
     from harness.store import link_latest, new_run_dir
 
+    if replay is not None:
+        return _replay(replay, store, as_json)
     budget_s = parse_budget(budget)
     try:
         bugs = tuple(sorted(seeded_bugs.parse(",".join(bug_names))))
@@ -152,6 +191,7 @@ def search(
         raise UserError("--max-faults must be >= 1 and --max-time >= 0.5")
     kinds = _fault_kinds(nemesis)
     given = {
+        "bookies": bookies if strategy == "corpus" else 3,
         "concurrency": concurrency,
         "pipeline": pipeline,
         "quorums": None if write_quorum is None and ack_quorum is None else "given",
@@ -166,9 +206,9 @@ def search(
     base = SimSpec(
         name=name,
         bugs=bugs,
-        workload=workload,
+        workload=workload or "ledger",
         id_bits=int(id_bits),
-        bookies=bookies,
+        bookies=3 if bookies is None else bookies,
         concurrency=concurrency,
         pipeline=appends_in_flight,
         write_quorum=2 if write_quorum is None else write_quorum,
@@ -179,38 +219,51 @@ def search(
     base.as_test()  # bad settings: the same UserError (exit 254) as bkchaos test's
 
     def progress(spec: SimSpec, results: dict[str, Any]) -> None:
-        verdict = results["valid"]
-        shown = ",".join(results["anomaly_types"]) if verdict is False else verdict
-        click.echo(
-            f"seed {spec.seed:>5} {spec.time_limit:4.1f}s {len(spec.schedule)} steps "
-            f"({_workload_settings(spec)}): {shown}",
-            err=True,
-        )
+        click.echo(f"{_test_line(spec, results)}", err=True)
 
-    outcome = run_search(
-        base,
-        budget_s,
-        max_time=max_time,
-        max_faults=max_faults,
-        max_examples=max_examples,
-        search_seed=seed,
-        kinds=kinds,
-        draw=draw,
-        on_example=None if as_json else progress,
-    )
+    if strategy == "corpus":
+        space = Space(
+            base,
+            workloads=(workload,) if workload else WORKLOADS,
+            kinds=kinds,
+            draw=draw,
+            buggify=buggify,
+            max_time=max_time,
+            max_faults=max_faults,
+        )
+        outcome = steered_search(
+            space,
+            budget_s,
+            search_seed=seed,
+            max_examples=max_examples,
+            on_example=None if as_json else _coverage_progress(),
+        )
+    else:
+        outcome = run_search(
+            base,
+            budget_s,
+            max_time=max_time,
+            max_faults=max_faults,
+            max_examples=max_examples,
+            search_seed=seed,
+            kinds=kinds,
+            draw=draw,
+            on_example=None if as_json else progress,
+        )
     summary: dict[str, Any] = {
+        "strategy": strategy,
         "bugs": list(bugs),
         "budget_s": budget_s,
         "examples": outcome.examples,
         "seconds_to_find": outcome.seconds_to_find,
         "seconds_total": round(outcome.seconds_total, 1),
         "anomaly": outcome.anomaly,
+        "coverage": outcome.coverage,
     }
     if outcome.found is not None:
         run_dir = new_run_dir(store, name)
         result = run_sim(outcome.found, run_dir)
         minimal = {
-            "workload": workload,
             **{k: getattr(outcome.found, k) for k in WORKLOAD_SETTINGS},
             "seed": outcome.found.seed,
             "time_limit": outcome.found.time_limit,
@@ -225,6 +278,7 @@ def search(
             first=asdict(outcome.first) if outcome.first is not None else None,
             replay_valid=result.results["valid"],
             replay=replay_command(outcome.found.as_replay("docker"), run_dir),
+            replay_sim=f"bkchaos search --replay {run_dir / 'minimal.json'}",
         )
         (run_dir / "search.json").write_text(json.dumps(summary, indent=2))
         try_write_report(run_dir)
@@ -244,9 +298,79 @@ def search(
             f"minimal: seed {minimal['seed']}, {minimal['time_limit']}s, "
             f"{len(minimal['schedule'])} steps: {json.dumps(minimal['schedule'])}\n"
             f"stored in {run_dir} (minimal.json, history.jsonl, report.html)\n"
+            f"replay in the simulation: {summary['replay_sim']}\n"
             f"replay on containers: {summary['replay']}"
+            + (" (without BUGGIFY, which only the simulation has)" if minimal["buggify"] else "")
         )
     return 1 if outcome.found is not None else 0
+
+
+def _replay(path: Path, store: Path, as_json: bool) -> int:
+    """`--replay`: the stored minimal test, run again (deterministic: the same verdict)."""
+    from harness.runtime.sim import SimSpec, run_sim
+    from harness.store import new_run_dir
+
+    try:
+        minimal = json.loads(path.read_text())
+        fields = {k: minimal[k] for k in (*WORKLOAD_SETTINGS, "seed", "time_limit")}
+        spec = SimSpec(
+            name="search-replay",
+            bugs=tuple(minimal.get("bugs", ())),
+            schedule=tuple(minimal["schedule"]),
+            **fields,
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(
+            f"--replay {path}: not a minimal.json that bkchaos search stored ({exc!r})"
+        ) from None
+    run_dir = new_run_dir(store, "search-replay")
+    results = run_sim(spec, run_dir).results
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "run_dir": str(run_dir),
+                    "valid": results["valid"],
+                    "anomaly_types": results["anomaly_types"],
+                },
+                indent=2,
+            )
+        )
+    else:
+        click.echo(f"{_test_line(spec, results)}\nstored in {run_dir}")
+    return 1 if results["valid"] is False else 0
+
+
+def _test_line(spec: SimSpec, results: dict[str, Any]) -> str:
+    verdict = results["valid"]
+    shown = ",".join(results["anomaly_types"]) if verdict is False else verdict
+    return (
+        f"seed {spec.seed:>5} {spec.time_limit:4.1f}s {len(spec.schedule)} steps "
+        f"({spec.workload}, {_workload_settings(spec)}): {shown}"
+    )
+
+
+def _coverage_progress() -> Callable[..., None]:
+    """The corpus search's progress on stderr: a line per test when stderr is a file or a
+    pipe; on a terminal one status line rewritten in place, and a line of its own for each
+    test that reached something new."""
+    terminal = sys.stderr.isatty()
+
+    def progress(
+        number: int, spec: SimSpec, results: dict[str, Any], new: frozenset[str] | None, corpus: Any
+    ) -> None:
+        growth = f"coverage {len(corpus.seen)}, corpus {len(corpus.entries)}"
+        if new:
+            growth += f" (+{len(new)}: {', '.join(sorted(new))})"
+        line = f"test {number:>4}: {_test_line(spec, results)}; {growth}"
+        if not terminal:
+            click.echo(line, err=True)
+        elif new or results["valid"] is False:
+            click.echo(f"\r\033[K{line}", err=True)
+        else:
+            click.echo(f"\r\033[K{line[:150]}", err=True, nl=False)
+
+    return progress
 
 
 def _workload_settings(spec: SimSpec) -> str:
@@ -259,6 +383,7 @@ def _workload_settings(spec: SimSpec) -> str:
     return ", ".join(
         [
             f"{spec.concurrency} workers",
+            *(["buggify"] if spec.buggify else []),
             f"pipeline {spec.pipeline}",
             f"WQ {spec.write_quorum} AQ {spec.ack_quorum}",
             *shares,

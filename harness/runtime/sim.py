@@ -37,6 +37,7 @@ from checkers.result import FORMAT
 from core.generator import Generator, Workload
 from core.history import HistoryWriter
 from harness.controller import Controller, RunCounters
+from harness.sim.buggify import Perturbation, perturbing
 from harness.sim.cluster import SimCluster
 from harness.sim.loop import CURRENT_NODE, SimLoop
 from harness.sim.nemesis import SimNemesis
@@ -60,7 +61,9 @@ class SimSpec:
     """One simulated test: the fields mean what they mean in `TestSpec` (`workload`,
     `id_bits`, `pipeline`, the quorums and the shares of takeovers and writer crashes shape
     the workload `run_sim` builds when it is given none),
-    plus the network's `latency` range and `loss` probability (see harness/sim/net.py)."""
+    plus the network's `latency` range and `loss` probability (see harness/sim/net.py), and
+    `buggify`: whether the product's perturbation points fire (harness/sim/buggify.py; the
+    simulation only, so a replay on real nodes runs without them)."""
 
     seed: int = 0
     time_limit: float = 10.0
@@ -81,6 +84,7 @@ class SimSpec:
     writer_crashes: float = 0.0
     latency: tuple[float, float] = (0.0002, 0.002)
     loss: float = 0.0
+    buggify: bool = False
     name: str = "sim"
     runtime: str = field(default="sim", init=False)
 
@@ -193,7 +197,11 @@ def run_sim(
     if on_progress is not None:
         counters.listener = lambda: on_progress(counters, loop.time())
     loop.network = Network(loop, random.Random(rng.getrandbits(64)), spec.latency, spec.loss)
-    with _process_state(spec, rng) as scratch, listening(heard):
+    with (
+        _process_state(spec, rng) as scratch,
+        listening(heard),
+        perturbing(spec.seed, spec.buggify) as perturbed,
+    ):
         cluster = SimCluster(
             loop,
             scratch,
@@ -233,7 +241,7 @@ def run_sim(
                     connect=cluster.connect,
                     bookie_names={b.id: name for name, b in cluster.bookies.items()},
                 )
-                loop.run_until_complete(_settled(cluster, controller))
+                loop.run_until_complete(_settled(cluster, controller, perturbed))
         finally:
             cluster.stop()
             loop.run_until_complete(asyncio.sleep(SETTLE_S))  # let the cancellations land
@@ -241,6 +249,8 @@ def run_sim(
     results = checkers.check(history_path)  # the nemesis verdict too, from the history
     results["sim"] = {"simulated_s": round(loop.time(), 6), "loop_errors": len(loop.errors)}
     results["coverage"] = coverage(probes)
+    if perturbed is not None:
+        results["buggify"] = perturbed.summary()
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     if loop.errors:
         lines = [json.dumps(e, default=str) for e in loop.errors]
@@ -261,9 +271,14 @@ def _default_workload(spec: SimSpec) -> Workload:
     return WORKLOADS[spec.workload](spec.as_test())
 
 
-async def _settled(cluster: SimCluster, controller: Callable[[], Controller]) -> None:
-    """Start the cluster, let it settle (bookies register and checkpoint), then run the
-    test (the controller is made here, inside the simulated loop)."""
+async def _settled(
+    cluster: SimCluster, controller: Callable[[], Controller], perturbed: Perturbation | None
+) -> None:
+    """Start the cluster, let it settle (bookies register and checkpoint), arm the
+    perturbation if any, then run the test (the controller is made here, inside the
+    simulated loop)."""
     await cluster.start()
     await asyncio.sleep(SETTLE_S)
+    if perturbed is not None:
+        perturbed.armed = True
     await controller().run()

@@ -21,7 +21,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -234,6 +234,8 @@ class SearchOutcome:
     seconds_total: float
     first: SimSpec | None = None
     shrink_steps: int = 0
+    coverage: list[str] = field(default_factory=list)
+    """What the search's tests reached (probes, op outcomes), for a steered search."""
 
 
 def search(

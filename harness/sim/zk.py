@@ -39,6 +39,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import KazooState, ZnodeStat
 
+from bookie_image import buggify
 from harness.sim.loop import CURRENT_NODE, SimLoop
 from harness.sim.net import Network
 
@@ -347,9 +348,11 @@ def zk_call(network: Network, timeout: float = 10.0) -> Callable[..., Any]:
         if network.blocked(node, ZK_NODE):
             await asyncio.sleep(timeout)
             raise ConnectionLoss(f"{node} cannot reach ZooKeeper (simulated partition)")
-        await asyncio.sleep(network.delay())
+        await asyncio.sleep(network.delay() + buggify.delay("zk-delay"))
         result = fn(*args, **kwargs)
         await asyncio.sleep(network.delay())
+        if buggify.fires("zk-lost-reply"):
+            raise ConnectionLoss(f"{node} lost ZooKeeper's reply (buggify)")
         return result
 
     return call

@@ -22,6 +22,8 @@ GUARD_S = 600.0
 GUARD = f"{GUARD_S:g}s"
 """Searches here stop after a number of runs (the same on every machine); this real-time
 budget only guards against a hang and is never what ends them."""
+HYPOTHESIS = ["search", "--strategy", "hypothesis"]
+"""The Hypothesis search, which these tests are about (the corpus one is the default)."""
 
 
 @settings(max_examples=6, deadline=None, database=None, derandomize=True)
@@ -61,7 +63,7 @@ def test_a_simulated_test_runs_the_workload_it_names(tmp_path: Path) -> None:
 def test_search_finds_shrinks_and_stores_no_journal_fsync(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["search", "--bug", "no-journal-fsync", "--max-examples", "40", "--max-time", "1.5"]
+    args = [*HYPOTHESIS, "--bug", "no-journal-fsync", "--max-examples", "40", "--max-time", "1.5"]
     with pytest.raises(SystemExit) as exited:
         main([*args, "--budget", GUARD, "--store", str(tmp_path), "--json"])
     assert exited.value.code == 1
@@ -81,7 +83,7 @@ def test_search_for_scope_id_ignored_runs_128_bit_ledgers_and_records_them(
 ) -> None:
     """`--id-bits 128` reaches the workload (its ledgers spread over BP-35 scopes), and the
     minimal test says so, for a replay to use the same ids."""
-    args = ["search", "--id-bits", "128", "--bug", "scope-id-ignored", "--max-examples", "20"]
+    args = [*HYPOTHESIS, "--id-bits", "128", "--bug", "scope-id-ignored", "--max-examples", "20"]
     with pytest.raises(SystemExit) as exited:
         main([*args, "--budget", GUARD, "--store", str(tmp_path), "--json"])
     assert exited.value.code == 1
@@ -102,7 +104,7 @@ def test_workload_settings_given_to_the_search_are_kept_not_drawn(
 ) -> None:
     fixed = ["--concurrency", "8", "--pipeline", "2", "--wq", "3", "--aq", "3"]
     shares = ["--takeovers", "0", "--writer-crashes", "0"]
-    args = ["search", "--id-bits", "128", "--bug", "scope-id-ignored", *fixed, *shares]
+    args = [*HYPOTHESIS, "--id-bits", "128", "--bug", "scope-id-ignored", *fixed, *shares]
     with pytest.raises(SystemExit) as exited:
         main([*args, "--max-examples", "20", "--budget", GUARD, "--store", str(tmp_path), "--json"])
     assert exited.value.code == 1

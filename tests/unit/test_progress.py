@@ -6,7 +6,7 @@ from __future__ import annotations
 from harness.cli.test import fault_kinds_help
 from harness.controller import RunCounters
 from harness.progress import ThrottledProgress, progress_line
-from harness.testspec import RUNTIME_NEMESES
+from nemesis.kinds import RUNTIME_NEMESES
 
 
 def test_faults_in_force_follow_starts_stops_and_nodes() -> None:

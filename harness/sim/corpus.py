@@ -1,0 +1,382 @@
+"""A steered search: a fuzzer's corpus of simulated tests, kept for what they reached.
+
+Hypothesis (harness/sim/search.py) draws every test afresh, so a budget is spent on the
+corners the first draws reach anyway. Here, as a coverage-guided fuzzer does, a test that
+reached something no earlier test reached — a protocol probe (`results["coverage"]`,
+bookie_image/probes.py), an op outcome (`append` that failed, `recover` that succeeded…),
+or a combination of them not seen before — joins the corpus, and most later tests are
+*mutations* of corpus tests: another seed (with BUGGIFY on, another interleaving of the
+same faults), a fault moved, added or removed, one workload setting redrawn, BUGGIFY
+flipped. Tests that reached rare features are picked more often. The first invalid
+history stops the search; a greedy shrinker then removes what the same anomaly does not
+need (faults, BUGGIFY, run length, drawn settings, second targets).
+
+Everything is drawn from one `random.Random(search_seed)`: the same search seed walks the
+same tests, whatever the machine's speed, up to where the budget stops it.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+from harness.runtime.sim import SimSpec, run_sim
+from harness.sim.search import (
+    DRAWN_CHOICES,
+    PACKET_DELAYS_MS,
+    TICKS_PER_S,
+    SearchOutcome,
+    target_anomaly,
+)
+from harness.testspec import OP_SHARE_WORKLOADS, PIPELINED_WORKLOADS, SIM_CORRUPT_MODES
+from nemesis.schedule import START_STOP
+
+SPARE_BOOKIES = (0, 1, 2)
+"""Bookies a search may add beyond the ensemble's when it draws the cluster's size: with a
+spare, a writer replaces a failed bookie (an ensemble change) instead of going on degraded."""
+FRESH_SHARE = 0.25
+"""Share of tests drawn afresh once the corpus holds something (the rest are mutations)."""
+SHRINK_SHARE = 0.25
+"""The least share of the budget the shrinker gets, even when the find came late."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One drawn fault: its start and stop (in ticks of 1/TICKS_PER_S s), kind, targets
+    and the extra fields of its start step (corruption mode, packet shaping)."""
+
+    start: int
+    end: int
+    kind: str
+    targets: tuple[str, ...]
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    def steps(self) -> list[tuple[int, int, str, dict[str, Any]]]:
+        begin, finish = START_STOP[self.kind]
+        value = {"nodes": sorted(self.targets), **dict(self.extra)}
+        return [
+            (self.start, 1, begin, value),
+            (self.end, 0, finish, {"nodes": sorted(self.targets)}),
+        ]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A test of the search: its settings (`spec`, schedule left empty) and its faults."""
+
+    spec: SimSpec
+    faults: tuple[Fault, ...]
+
+    def to_spec(self) -> SimSpec:
+        steps = sorted((s for fault in self.faults for s in fault.steps()), key=lambda s: s[:3])
+        schedule = tuple({"at": t / TICKS_PER_S, "f": f, "value": v} for t, _, f, v in steps)
+        return replace(self.spec, schedule=schedule)
+
+
+@dataclass
+class Space:
+    """What a search may draw: the workloads, fault kinds, the settings named in `draw`
+    (the others are `base`'s), and whether BUGGIFY may be on."""
+
+    base: SimSpec
+    workloads: tuple[str, ...]
+    kinds: tuple[str, ...]
+    draw: frozenset[str]
+    buggify: bool = True
+    max_time: float = 3.0
+    max_faults: int = 3
+
+    @property
+    def bookies(self) -> tuple[str, ...]:
+        """The bookies faults hit: the first `base.bookies`, which every drawn cluster has
+        (spares drawn beyond them only take part as replacements)."""
+        return tuple(f"b{i}" for i in range(1, self.base.bookies + 1))
+
+    @property
+    def clients(self) -> tuple[str, ...]:
+        return tuple(f"c{i}" for i in range(1, self.base.clients + 1))
+
+    # -- fresh draws -------------------------------------------------------------------------
+
+    def fresh(self, rng: random.Random) -> Candidate:
+        spec = replace(
+            self.base,
+            workload=rng.choice(self.workloads),
+            seed=rng.randrange(2**16),
+            time_limit=rng.randint(5, round(self.max_time * TICKS_PER_S)) / TICKS_PER_S,
+            buggify=self.buggify and rng.random() < 0.5,
+        )
+        spec = self._settings(rng, spec, self.draw)
+        faults = tuple(self.fault(rng) for _ in range(rng.randint(1, self.max_faults)))
+        return Candidate(spec, faults)
+
+    def _settings(self, rng: random.Random, spec: SimSpec, names: frozenset[str]) -> SimSpec:
+        """`spec` with the settings `names` redrawn, kept within what its workload takes."""
+        changes: dict[str, Any] = {}
+        if "bookies" in names:
+            changes["bookies"] = rng.choice(SPARE_BOOKIES) + self.base.bookies
+        if "concurrency" in names:
+            changes["concurrency"] = rng.choice(DRAWN_CHOICES["concurrency"])
+        if "pipeline" in names:
+            changes["pipeline"] = rng.choice(DRAWN_CHOICES["pipeline"])
+        if "quorums" in names:
+            changes["write_quorum"], changes["ack_quorum"] = rng.choice(DRAWN_CHOICES["quorums"])
+        for share in OP_SHARE_WORKLOADS:
+            if share in names:
+                changes[share] = rng.choice(DRAWN_CHOICES[share])
+        return fit(replace(spec, **changes), self.base)
+
+    def fault(self, rng: random.Random) -> Fault:
+        ticks = round(self.max_time / 2 * TICKS_PER_S)
+        kind = rng.choice(self.kinds)
+        sources = (*self.bookies, *self.clients) if kind == "packet" else self.bookies
+        targets = tuple(sorted(rng.sample(sources, rng.choice((1, 1, 2)))))
+        start = rng.randrange(ticks)
+        extra: dict[str, Any] = {}
+        if kind == "corrupt" and (mode := rng.choice(SIM_CORRUPT_MODES)) != "flip":
+            extra["mode"] = mode
+        if kind == "packet":
+            others = [b for b in self.bookies if b not in targets]
+            if others and rng.random() < 0.5:
+                extra["to"] = sorted(rng.sample(others, rng.randint(1, min(2, len(others)))))
+            if (delay := rng.choice(PACKET_DELAYS_MS)) is not None:
+                extra["delay_ms"] = delay
+        return Fault(start, rng.randint(start + 1, ticks), kind, targets, tuple(extra.items()))
+
+    # -- mutations ---------------------------------------------------------------------------
+
+    def mutate(self, rng: random.Random, parent: Candidate) -> Candidate:
+        """One or two small changes to a corpus test."""
+        child = parent
+        for _ in range(rng.choice((1, 1, 2))):
+            child = rng.choice(self._mutations)(self, rng, child)
+        return child
+
+    def _reseed(self, rng: random.Random, c: Candidate) -> Candidate:
+        return replace(c, spec=replace(c.spec, seed=rng.randrange(2**16)))
+
+    def _flip_buggify(self, rng: random.Random, c: Candidate) -> Candidate:
+        on = self.buggify and not c.spec.buggify
+        return replace(c, spec=replace(c.spec, buggify=on))
+
+    def _move_fault(self, rng: random.Random, c: Candidate) -> Candidate:
+        if not c.faults:
+            return self._add_fault(rng, c)
+        i = rng.randrange(len(c.faults))
+        fault = c.faults[i]
+        shift = rng.randint(-5, 5)
+        start = max(0, fault.start + shift)
+        moved = replace(fault, start=start, end=max(start + 1, fault.end + rng.randint(-5, 5)))
+        return replace(c, faults=(*c.faults[:i], moved, *c.faults[i + 1 :]))
+
+    def _add_fault(self, rng: random.Random, c: Candidate) -> Candidate:
+        if len(c.faults) >= self.max_faults:
+            return self._drop_fault(rng, c)
+        return replace(c, faults=(*c.faults, self.fault(rng)))
+
+    def _drop_fault(self, rng: random.Random, c: Candidate) -> Candidate:
+        if len(c.faults) <= 1:
+            return replace(c, faults=(self.fault(rng),))
+        i = rng.randrange(len(c.faults))
+        return replace(c, faults=c.faults[:i] + c.faults[i + 1 :])
+
+    def _redraw_setting(self, rng: random.Random, c: Candidate) -> Candidate:
+        if not self.draw:
+            return self._reseed(rng, c)
+        name = rng.choice(sorted(self.draw))
+        return replace(c, spec=self._settings(rng, c.spec, frozenset({name})))
+
+    def _longer_or_shorter(self, rng: random.Random, c: Candidate) -> Candidate:
+        tenths = round(c.spec.time_limit * TICKS_PER_S) + rng.choice((-5, 5, 10))
+        limit = min(max(5, tenths), round(self.max_time * TICKS_PER_S)) / TICKS_PER_S
+        return replace(c, spec=replace(c.spec, time_limit=limit))
+
+    _mutations: tuple[Callable[[Space, random.Random, Candidate], Candidate], ...] = (
+        _reseed,
+        _reseed,
+        _flip_buggify,
+        _move_fault,
+        _add_fault,
+        _drop_fault,
+        _redraw_setting,
+        _longer_or_shorter,
+    )
+
+
+def fit(spec: SimSpec, base: SimSpec) -> SimSpec:
+    """`spec` made acceptable to its workload: a share only where the workload has it
+    (else the base's default), a pipeline only for one that pipelines and at most the
+    workers of one agent, enough workers to feed it."""
+    shares = {
+        name: getattr(spec, name) if spec.workload in workloads else getattr(SimSpec, name)
+        for name, workloads in OP_SHARE_WORKLOADS.items()
+    }
+    pipeline = spec.pipeline if spec.workload in PIPELINED_WORKLOADS else 1
+    pipeline = min(pipeline, max(1, spec.concurrency // spec.clients))
+    fitted = replace(spec, pipeline=pipeline, **shares)
+    try:
+        fitted.as_test()
+    except UserError:
+        return replace(base, seed=spec.seed, time_limit=spec.time_limit, workload=spec.workload)
+    return fitted
+
+
+def features(results: dict[str, Any]) -> frozenset[str]:
+    """What a run reached: its probes, and its op outcomes (`op:recover:fail`)."""
+    reached = {f"probe:{name}" for name, count in results.get("coverage", {}).items() if count}
+    by_f = results.get("checkers", {}).get("stats", {}).get("by_f", {})
+    for f, outcomes in by_f.items():
+        reached.update(f"op:{f}:{kind}" for kind, count in outcomes.items() if count)
+    return frozenset(reached)
+
+
+@dataclass
+class Corpus:
+    """The tests kept, what each reached, and how many kept tests reached each feature."""
+
+    entries: list[tuple[Candidate, frozenset[str]]] = field(default_factory=list)
+    seen: Counter[str] = field(default_factory=Counter)
+    combinations: set[frozenset[str]] = field(default_factory=set)
+
+    def offer(self, candidate: Candidate, reached: frozenset[str]) -> frozenset[str] | None:
+        """Keep `candidate` if it reached a new feature or a new combination of probes;
+        returns the new features (empty for a new combination only), or None if it was not
+        kept. Combinations count probes only: op outcomes combine in so many ways that
+        nearly every test would be kept, and a corpus that keeps everything steers nothing."""
+        new = frozenset(f for f in reached if f not in self.seen)
+        probes = frozenset(f for f in reached if f.startswith("probe:"))
+        if not new and probes in self.combinations:
+            return None
+        self.combinations.add(probes)
+        self.seen.update(reached)
+        self.entries.append((candidate, reached))
+        return new
+
+    def pick(self, rng: random.Random) -> Candidate:
+        """A kept test, weighted by how rare the features it reached are."""
+        weights = [sum(1 / self.seen[f] for f in reached) + 0.01 for _, reached in self.entries]
+        return rng.choices(self.entries, weights)[0][0]
+
+
+Progress = Callable[[int, SimSpec, dict[str, Any], frozenset[str] | None, "Corpus"], None]
+"""Told after each test: its number, the test, its results, its new features (None: not
+kept), the corpus."""
+
+
+def run_one(spec: SimSpec) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bkchaos-search-") as tmp:
+        return run_sim(spec, Path(tmp)).results
+
+
+def steered_search(
+    space: Space,
+    budget_s: float,
+    *,
+    search_seed: int = 0,
+    max_examples: int = 10_000,
+    on_example: Progress | None = None,
+    run: Callable[[SimSpec], dict[str, Any]] = run_one,
+) -> SearchOutcome:
+    """Run corpus-steered tests until one is invalid, `budget_s` real seconds pass, or
+    `max_examples` tests ran; then shrink the invalid one (see `shrink`)."""
+    started = time.monotonic()
+    rng = random.Random(search_seed)
+    corpus = Corpus()
+    examples = 0
+    while examples < max_examples and time.monotonic() - started < budget_s:
+        if not corpus.entries or rng.random() < FRESH_SHARE:
+            candidate = space.fresh(rng)
+        else:
+            candidate = space.mutate(rng, corpus.pick(rng))
+        spec = candidate.to_spec()
+        results = run(spec)
+        examples += 1
+        new = corpus.offer(candidate, features(results))
+        if on_example is not None:
+            on_example(examples, spec, results, new, corpus)
+        if results["valid"] is False:
+            found_at = time.monotonic() - started
+            anomaly = target_anomaly(results["anomaly_types"])
+            shrink_until = started + max(budget_s, found_at + SHRINK_SHARE * budget_s)
+            shrunk, steps, tried = shrink(candidate, anomaly, run, shrink_until)
+            return SearchOutcome(
+                found=shrunk.to_spec(),
+                anomaly=anomaly,
+                examples=examples + tried,
+                seconds_to_find=found_at,
+                seconds_total=time.monotonic() - started,
+                first=spec,
+                shrink_steps=steps,
+                coverage=sorted(corpus.seen),
+            )
+    return SearchOutcome(
+        found=None,
+        anomaly=None,
+        examples=examples,
+        seconds_to_find=None,
+        seconds_total=time.monotonic() - started,
+        coverage=sorted(corpus.seen),
+    )
+
+
+def shrink(
+    failing: Candidate,
+    anomaly: str,
+    run: Callable[[SimSpec], dict[str, Any]],
+    until: float,
+) -> tuple[Candidate, int, int]:
+    """Greedily simplify `failing` while it still shows `anomaly`, until no step helps or
+    the clock reaches `until`: drop a fault, narrow a fault to one target, turn BUGGIFY
+    off, shorten the run, put drawn settings back to the defaults. The seed stays: another
+    seed is another test. Returns (the simplest test, steps taken, tests run)."""
+    steps = tried = 0
+    current = failing
+    while time.monotonic() < until:
+        for simpler in _simpler(current):
+            if time.monotonic() >= until:
+                break
+            tried += 1
+            results = run(simpler.to_spec())
+            if results["valid"] is False and anomaly in results["anomaly_types"]:
+                current, steps = simpler, steps + 1
+                break
+        else:
+            break
+    return current, steps, tried
+
+
+def _simpler(c: Candidate) -> list[Candidate]:
+    """The one-step simplifications of `c`, the biggest first."""
+    options: list[Candidate] = []
+    for i in range(len(c.faults)):
+        if len(c.faults) > 1:
+            options.append(replace(c, faults=c.faults[:i] + c.faults[i + 1 :]))
+    for i, fault in enumerate(c.faults):
+        for target in fault.targets if len(fault.targets) > 1 else ():
+            narrowed = replace(fault, targets=(target,))
+            options.append(replace(c, faults=(*c.faults[:i], narrowed, *c.faults[i + 1 :])))
+    if c.spec.buggify:
+        options.append(replace(c, spec=replace(c.spec, buggify=False)))
+    tenths = round(c.spec.time_limit * TICKS_PER_S)
+    for shorter in sorted({tenths // 2, tenths - 5, tenths - 1}):
+        if 5 <= shorter < tenths:
+            options.append(replace(c, spec=replace(c.spec, time_limit=shorter / TICKS_PER_S)))
+    defaults = SimSpec()
+    for name in (
+        *("bookies", "concurrency", "pipeline", "write_quorum", "takeovers", "writer_crashes"),
+    ):
+        if getattr(c.spec, name) != getattr(defaults, name):
+            settings = {name: getattr(defaults, name)}
+            if name == "write_quorum":
+                settings["ack_quorum"] = defaults.ack_quorum
+            simpler = replace(c.spec, **settings)
+            if simpler == fit(simpler, simpler):
+                options.append(replace(c, spec=simpler))
+    return options
