@@ -29,14 +29,15 @@ import bisect
 from collections import deque
 from collections.abc import Iterator
 from itertools import pairwise
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from checkers.history import Append, Call, History
 from checkers.ledger import Content, authoritative
 from checkers.result import Case, case, collect
 from checkers.stream import stream_orders
+
+if TYPE_CHECKING:  # loaded when the graph is built: `import checkers` stays light
+    import networkx as nx
 
 Edge = tuple[Call, Call, str, tuple[Any, ...]]  # from, to, kind, what it rests on
 
@@ -316,6 +317,8 @@ def check_graph(h: History) -> dict[str, Any]:
         n = window_of.get(edge[0].inv.index)
         if n is not None and window_of.get(edge[1].inv.index) == n:
             inside[n].append(edge)
+    import networkx as nx
+
     g = nx.DiGraph()
     for calls, window_edges in zip(members, inside, strict=True):
         _add_window(g, calls, window_edges)
