@@ -134,7 +134,8 @@ NETWORK_NEMESES = tuple(k.name for k in KINDS.values() if k.network)
 """iptables / tc inside the nodes: they need containers (docs/nemeses.md)."""
 SIM_NEMESES = tuple(
     sorted((k.name for k in KINDS.values() if "sim" in k.runtimes),
-           key=lambda name: KINDS[name].search_rank or len(KINDS))
+           key=lambda name: len(KINDS) if KINDS[name].search_rank is None
+           else KINDS[name].search_rank)
 )  # fmt: skip
 """What the simulation performs (harness/sim/nemesis.py), and what its seeded schedules
 and its search draw from, in the order the search shrinks toward."""
