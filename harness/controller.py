@@ -82,8 +82,9 @@ class Controller:
     connect: Callable[[str, str, int], Any] = AgentConnection
     """Opens a worker's connection to an agent (the sim runtime's agents are in-process)."""
     _outstanding: int = 0
-    _sleepers: set[asyncio.Future[None]] = field(default_factory=set)
-    """Workers waiting for a generator's due time; a worker that finishes wakes them."""
+    _sleepers: dict[asyncio.Future[None], None] = field(default_factory=dict)
+    """Workers waiting for a generator's due time; a worker that finishes wakes them, in
+    the order they went to sleep (a set's order would vary between runs of one seed)."""
 
     async def run(self) -> None:
         client_rng = random.Random(self.seed)
@@ -141,13 +142,18 @@ class Controller:
         timer = None
         if delay < float("inf"):
             timer = loop.call_later(max(delay, MIN_WAIT_S), _wake, wake)
-        self._sleepers.add(wake)
+        self._sleepers[wake] = None
         try:
             await wake
         finally:
-            self._sleepers.discard(wake)
+            self._sleepers.pop(wake, None)
             if timer is not None:
                 timer.cancel()
+
+    def nudge(self) -> None:
+        """Something other than the clock may have changed a generator's answer (in the
+        simulation, a probe fired a triggered fault): let every idle worker ask again."""
+        self._wake_sleepers()
 
     def _wake_sleepers(self) -> None:
         for wake in self._sleepers:

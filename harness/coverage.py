@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from bookie_image.probes import PROBES, coverage
 
-__all__ = ["count_logs", "reached", "unreached"]
+__all__ = ["count_logs", "coverage_view", "reached", "unreached"]
 
 
 def count_logs(logs_dir: Path) -> dict[str, int]:
@@ -36,6 +37,28 @@ def count_logs(logs_dir: Path) -> dict[str, int]:
                     if name in PROBES:
                         counts[name] += 1
     return coverage(counts)
+
+
+def coverage_view(cov: dict[str, int] | None) -> dict[str, Any] | None:
+    """What a report shows of a run's coverage: the probes reached (with counts) and those
+    never reached, each with its corner and reference; None for a run without coverage."""
+    if cov is None:
+        return None
+
+    def row(name: str) -> dict[str, Any]:
+        probe = PROBES[name]
+        return {
+            "name": name,
+            "count": cov.get(name, 0),
+            "corner": probe.corner,
+            "reference": f"reference {probe.reference}: “{probe.passage}”",
+        }
+
+    return {
+        "total": len(PROBES),
+        "reached": [row(name) for name in reached(cov) if name in PROBES],
+        "unreached": [row(name) for name in unreached(cov)],
+    }
 
 
 def reached(cov: dict[str, int]) -> list[str]:

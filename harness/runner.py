@@ -39,6 +39,7 @@ from workloads.ledger import LedgerWorkload
 from workloads.log import LogWorkload
 from workloads.recovery_race import RecoveryRaceWorkload
 from workloads.tail import TailWorkload
+from workloads.takeover_race import TakeoverRaceWorkload
 from workloads.unbounded import UnboundedWorkload
 
 CLUSTER_READY_TIMEOUT_S = 60.0
@@ -49,6 +50,7 @@ WORKLOADS: dict[str, Callable[[TestSpec], Workload]] = {
     "unbounded": UnboundedWorkload.from_spec,
     "tail": TailWorkload.from_spec,
     "recovery-race": RecoveryRaceWorkload.from_spec,
+    "takeover-race": TakeoverRaceWorkload.from_spec,
 }
 
 
@@ -251,6 +253,7 @@ SIM_SETTINGS = (
     "rate",
     "op_timeout",
     "bugs",
+    "schedule",
 )
 """The TestSpec fields a simulated run takes as they are (the workload and the fault
 schedule, explicit or seeded, are built from the TestSpec and handed over whole)."""

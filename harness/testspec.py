@@ -17,7 +17,7 @@ from nemesis.grudge import NAMES as GRUDGE_NAMES
 from nemesis.net import packet_destinations, parsed_packet
 from nemesis.schedule import check_steps, schedule_kinds
 
-WORKLOADS = ("ledger", "log", "unbounded", "tail", "recovery-race")
+WORKLOADS = ("ledger", "log", "unbounded", "tail", "recovery-race", "takeover-race")
 """Kept in step with harness.runner.WORKLOADS (the factories) by a unit test."""
 PIPELINED_WORKLOADS = ("ledger", "log", "unbounded")
 """The workloads whose writers `--pipeline` gives co-writers."""
@@ -277,7 +277,12 @@ class TestSpec:
     def _schedule_kinds(self) -> tuple[str, ...]:
         """The nemesis kinds of a schedule that can replay on this cluster."""
         try:
-            check_steps(self.schedule, self.bookie_names(), self.client_names())
+            check_steps(
+                self.schedule,
+                self.bookie_names(),
+                self.client_names(),
+                triggered=self.runtime == "sim",
+            )
         except ValueError as exc:
             raise UserError(f"{exc}; fix the schedule file or draw a new one") from None
         return schedule_kinds(self.schedule)

@@ -5,6 +5,13 @@ among the enabled kinds on a randomly chosen node, hold it, stop it, wait, repea
 choices come from the nemesis's own seeded rng and all timing from the run's clock, so a
 seed replays the same schedule. `ScheduleReplay` plays back an explicit list of steps
 (`TestSpec.schedule`, e.g. drawn by `nemesis.strategies.fault_schedules`) exactly.
+
+A schedule may also hold *triggered* steps (simulation only; harness/sim/triggers.py):
+``{"at": s, "on": probe, "f": start op, "value": {"nodes": [...]}, "hold": s}`` is armed
+at ``at`` and starts its fault when the protocol next reaches ``probe`` (a recovery
+starting, a write-back, an ensemble change, a takeover fencing a bookie…), aimed at nodes
+named outright or relative to the probe (`TRIGGER_TARGETS`), and stops it ``hold``
+seconds later. `ScheduleReplay` skips them: they are not on the clock.
 """
 
 from __future__ import annotations
@@ -127,18 +134,62 @@ def _op(f: str, nodes: tuple[str, ...]) -> dict[str, Any]:
 STEP_KIND = {f: kind for kind, pair in START_STOP.items() for f in pair}
 """Each fault op a schedule may contain, mapped to the nemesis kind that performs it."""
 
+TRIGGER = "on"
+"""The key that makes a schedule step triggered by a protocol probe instead of the clock."""
 
-def check_steps(steps: Sequence[Any], nodes: Sequence[str], clients: Sequence[str] = ()) -> None:
+TRIGGER_PROBES = (
+    "recovery-started",
+    "recovery-writeback",
+    "ensemble-change",
+    "unbounded-takeover-started",
+    "bookie-fenced",
+    "unbounded-term-raised",
+)
+"""The probes (bookie_image/probes.py) a triggered step may wait for: those whose fields
+name the bookies involved (the first four: the ensemble being recovered, written back to,
+changed, taken over) or that a bookie reaches itself (fencing, a takeover's term)."""
+
+TRIGGERED_KINDS = ("kill", "pause", "power-loss", "partition")
+"""The fault kinds a triggered step may start (its stop follows `hold` seconds later)."""
+
+TRIGGER_TARGETS = ("@0", "@1", "@2", "@self")
+"""Targets relative to the probe: the k-th bookie of the ensemble it names, or the bookie
+that reached it. A partition's ``"grudge": "@split"`` cuts the old writers (the other
+clients) off from every bookie of the ensemble but ``value.nodes``, and the client that
+reached the probe off from ``value.nodes``: each side reaches a different part."""
+
+SPLIT = "@split"
+
+
+def is_triggered(step: dict[str, Any]) -> bool:
+    return isinstance(step, dict) and TRIGGER in step
+
+
+def check_steps(
+    steps: Sequence[Any],
+    nodes: Sequence[str],
+    clients: Sequence[str] = (),
+    *,
+    triggered: bool = False,
+) -> None:
     """Refuse a schedule that cannot replay, naming the first bad step and how to fix it.
 
     A step is `{"at": seconds after the run starts, "f": op, "value": {"nodes": [...]}}`;
     steps come in time order and name their targets, so a replay needs no randomness.
     Packet steps may also shape `clients` (a client's link to a bookie, `value.to`).
+    With `triggered` (the simulation) a step may instead wait for a probe (see above).
     """
     last = 0.0
     for i, step in enumerate(steps):
         where = f"schedule step {i} ({json.dumps(step, default=str)})"
-        if not isinstance(step, dict) or set(step) != {"at", "f", "value"}:
+        if is_triggered(step):
+            if not triggered:
+                raise ValueError(
+                    f"{where}: a step triggered by a probe ('{TRIGGER}') replays only in the "
+                    "simulation (--runtime sim)"
+                )
+            _check_triggered(where, step, nodes)
+        elif not isinstance(step, dict) or set(step) != {"at", "f", "value"}:
             raise ValueError(f'{where}: a step is {{"at": seconds, "f": op, "value": {{...}}}}')
         at = step["at"]
         if isinstance(at, bool) or not isinstance(at, int | float) or at < last:
@@ -146,6 +197,8 @@ def check_steps(steps: Sequence[Any], nodes: Sequence[str], clients: Sequence[st
                 f"{where}: 'at' must be a number of seconds, >= {last} (steps in time order)"
             )
         last = at
+        if is_triggered(step):
+            continue
         if step["f"] not in STEP_KIND:
             raise ValueError(f"{where}: 'f' must be one of {sorted(STEP_KIND)}")
         allowed = [*nodes, *clients] if STEP_KIND[step["f"]] == "packet" else list(nodes)
@@ -158,6 +211,30 @@ def check_steps(steps: Sequence[Any], nodes: Sequence[str], clients: Sequence[st
                 packet_destinations(step["value"], [*nodes, *clients])
             except ValueError as exc:
                 raise ValueError(f"{where}: {exc}") from None
+
+
+def _check_triggered(where: str, step: dict[str, Any], nodes: Sequence[str]) -> None:
+    if set(step) != {"at", TRIGGER, "f", "value", "hold"}:
+        raise ValueError(
+            f'{where}: a triggered step is {{"at": seconds, "{TRIGGER}": probe, "f": op, '
+            '"value": {"nodes": [...]}, "hold": seconds}'
+        )
+    if step[TRIGGER] not in TRIGGER_PROBES:
+        raise ValueError(f"{where}: '{TRIGGER}' must be one of {list(TRIGGER_PROBES)}")
+    starts = [START_STOP[kind][0] for kind in TRIGGERED_KINDS]
+    if step["f"] not in starts:
+        raise ValueError(f"{where}: a triggered step's 'f' must be one of {starts}")
+    hold = step["hold"]
+    if isinstance(hold, bool) or not isinstance(hold, int | float) or hold <= 0:
+        raise ValueError(f"{where}: 'hold' must be a positive number of seconds")
+    value = step["value"]
+    targets = value.get("nodes") if isinstance(value, dict) else None
+    allowed = [*nodes, *TRIGGER_TARGETS]
+    if not isinstance(targets, list) or not targets or not set(targets) <= set(allowed):
+        raise ValueError(f"{where}: value.nodes must be a non-empty list of {allowed}")
+    grudge = value.get("grudge", "isolate")
+    if step["f"] == "start-partition" and grudge not in ("isolate", SPLIT):
+        raise ValueError(f"{where}: a triggered partition's grudge is 'isolate' or '{SPLIT}'")
 
 
 def schedule_kinds(steps: Sequence[dict[str, Any]]) -> tuple[str, ...]:
@@ -184,6 +261,8 @@ class ScheduleReplay(Generator):
             return NOT_FOR_THIS_ASKER
         if self.start is None:
             self.start = ctx.time
+        while self.position < len(self.steps) and is_triggered(self.steps[self.position]):
+            self.position += 1  # not on the clock: harness/sim/triggers.py fires it
         if self.position >= len(self.steps):
             return None
         due = self.start + self.steps[self.position]["at"]

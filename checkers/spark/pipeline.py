@@ -19,7 +19,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from checkers.spark import html, trends
+from checkers.spark import coverage, html, trends
 from checkers.spark.anomalies import RELATIONAL
 from checkers.spark.ingest import cached_runs, discover, ingest
 from checkers.spark.schema import ANOMALIES, CALLS, frame
@@ -77,6 +77,7 @@ def analyze(spark: SparkSession, store: Path, out: Path | None = None) -> dict[s
     known = {r.run for r in cached_runs(spark, cache).select("run").collect()}
     new = [r for r in runs if r.run not in known]
     rows = ingest(spark, new, cache)
+    coverage.cache_coverage(spark, new, cache)
     ingested = time.perf_counter()
     report = _report(spark, cache, out)
     report.update(
@@ -107,6 +108,7 @@ def _report(spark: SparkSession, cache: Path, out: Path) -> dict[str, Any]:
         "anomalies_by": trends.anomalies_by(summary, anomalies),
         "latency": trends.latency(calls, windows, summary),
         "detection": trends.detection(summary),
+        **coverage.tables(spark, cache),
     }
     collected = {}
     for name, df in tables.items():
@@ -132,6 +134,8 @@ def _report(spark: SparkSession, cache: Path, out: Path) -> dict[str, Any]:
         "malformed": malformed,
         "relational_types": sorted(RELATIONAL),
         "trends": str(out / "index.html"),
+        "coverage_by_night": collected["coverage_by_night"],
+        "unreached_probes": [r["probe"] for r in collected["unreached"]],
     }
     html.write_pages(out, report, collected)
     summary.unpersist()

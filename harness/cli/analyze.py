@@ -80,6 +80,13 @@ def _summary(report: dict[str, Any]) -> str:
     if report["pending"]:
         lines.append(f"  pending (no results.json yet): {', '.join(report['pending'])}")
     lines += [f"  warning: {run}: truncated last line ignored" for run in report["truncated_tails"]]
+    if report.get("coverage_by_night"):
+        newest = report["coverage_by_night"][-1]
+        never = ", ".join(report["unreached_probes"]) or "none"
+        lines.append(
+            f"  coverage {newest['night']}: {newest['reached']} of {newest['probes']} probes "
+            f"reached; never reached in the last 7 nights: {never}"
+        )
     lines.append(f"  trends: {report['trends']}")
     return "\n".join(lines)
 

@@ -47,12 +47,24 @@ def check(target: Path, as_json: bool, out: Path | None) -> int:
             raise UserError(f"{history}: {exc}") from exc
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
-    text = json.dumps(result, indent=2)
     destination = out or default_out
+    if default_out is not None and default_out.is_file():
+        result = _with_coverage(result, default_out)
+    text = json.dumps(result, indent=2)
     if destination is not None:
         destination.write_text(text + "\n")
     click.echo(text if as_json else _summary(history, result))
     return EXIT[result["valid"]]
+
+
+def _with_coverage(result: dict[str, Any], previous: Path) -> dict[str, Any]:
+    """`result` with the run's protocol coverage kept from its results.json: a history
+    does not hold it (the run counted it from its nodes' logs or in the simulation)."""
+    try:
+        coverage = json.loads(previous.read_text()).get("coverage")
+    except (OSError, ValueError, AttributeError):
+        return result
+    return result if coverage is None else {**result, "coverage": coverage}
 
 
 def _summary(history: Path, result: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 
+from harness.coverage import coverage_view
 from harness.errors import UserError
 from harness.report import figures
 from harness.report.run import Call, Run, load_run, reproduce_command
@@ -218,6 +219,7 @@ def write_report(run_dir: Path) -> Path:
         "faults": windows,
         "nemesis": _nemesis_log(nemesis),
         "logs": _logs(run_dir),
+        "coverage": coverage_view(results.get("coverage")),
         "pages": len(firsts),
         "edge_colours": EDGE_COLOURS,
         "calls_per_page": CALLS_PER_PAGE,

@@ -38,11 +38,12 @@ from harness.history import HistoryWriter
 from harness.runner import WORKLOADS, check_run
 from harness.sim.buggify import Perturbation, perturbing
 from harness.sim.cluster import SimCluster
-from harness.sim.loop import SimLoop
+from harness.sim.loop import CURRENT_NODE, SimLoop
 from harness.sim.nemesis import SimNemesis
 from harness.sim.net import Network
+from harness.sim.triggers import TriggeredFaults, triggered_steps
 from harness.testspec import TestSpec
-from nemesis.schedule import ScheduleReplay
+from nemesis.schedule import ScheduleReplay, is_triggered
 
 SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workload starts
 
@@ -107,7 +108,10 @@ class SimSpec:
     def as_replay(self, runtime: str) -> TestSpec:
         """This test as `bkchaos test --runtime RUNTIME` replays it on real nodes: the same
         workload, rate, seed and schedule, for at least `REPLAY_MIN_S` (real faults take
-        real time: a docker power loss about 3 s)."""
+        real time: a docker power loss about 3 s). A schedule with faults triggered by
+        probes replays only in the simulation: then RUNTIME is `sim`."""
+        if any(is_triggered(step) for step in self.schedule):
+            runtime = "sim"
         return dataclasses.replace(
             self.as_test(),
             name=self.name,
@@ -164,7 +168,8 @@ def run_sim(
     By default `spec.workload` runs with its default settings and `spec.schedule` is
     replayed; a `bkchaos test --runtime sim` run passes its own workload and seeded fault
     schedule, and its TestSpec as the `test_json` to record (so it replays as a real run
-    would)."""
+    would). Steps of `spec.schedule` triggered by probes (harness/sim/triggers.py) fire
+    whichever generator drives the clock-driven faults."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "test.json").write_text(test_json or spec.to_json())
     if faults is None and spec.schedule:
@@ -174,11 +179,18 @@ def run_sim(
     counters = RunCounters()
     rng = random.Random(spec.seed)
     probes: Counter[str] = Counter()
+    triggers: TriggeredFaults | None = None
+
+    def heard(name: str, fields: dict[str, Any]) -> None:
+        probes[name] += 1
+        if triggers is not None:
+            triggers.on_probe(name, fields, CURRENT_NODE.get())
+
     loop = SimLoop()
     loop.network = Network(loop, random.Random(rng.getrandbits(64)), spec.latency, spec.loss)
     with (
         _process_state(spec, rng) as scratch,
-        listening(lambda name, _: probes.update((name,))),
+        listening(heard),
         perturbing(spec.seed, spec.buggify) as perturbed,
     ):
         cluster = SimCluster(
@@ -190,10 +202,13 @@ def run_sim(
             add_timeout=spec.add_timeout,
         )
         nemesis = SimNemesis(cluster, random.Random(rng.getrandbits(64)))
+        if triggered := triggered_steps(spec.schedule):
+            faults = triggers = TriggeredFaults(cluster, triggered, faults)
         try:
             with HistoryWriter(history_path, clock=lambda: round(loop.time() * 1e9)) as history:
                 controller = functools.partial(
-                    Controller,
+                    _controller,
+                    triggers,
                     history=history,
                     workload=workload or _default_workload(spec),
                     agents=[(name, "sim", 0) for name in cluster.agents],
@@ -222,6 +237,14 @@ def run_sim(
         lines = [json.dumps(e, default=str) for e in loop.errors]
         (run_dir / "logs" / "sim-errors.jsonl").write_text("\n".join(lines) + "\n")
     return SimResult(results, loop.time(), loop.errors)
+
+
+def _controller(triggers: TriggeredFaults | None, **settings: Any) -> Controller:
+    """The run's controller; triggered faults wake its nemesis worker when they fire."""
+    controller = Controller(**settings)
+    if triggers is not None:
+        triggers.wake = controller.nudge
+    return controller
 
 
 def _default_workload(spec: SimSpec) -> Workload:

@@ -11,7 +11,8 @@ Since the simulation is deterministic, the shrunk test replays exactly from its 
 A schedule is the `TestSpec.schedule` format (`{"at", "f", "value": {"nodes": [...]}}`
 steps in time order) with the real nemeses' op names (harness/sim/nemesis.py): each drawn
 fault is a start step and a later stop step, so a shrunk schedule also replays with
-`bkchaos test --schedule` on a real runtime.
+`bkchaos test --schedule` on a real runtime — unless it holds faults triggered by probes
+(`max_triggered`, harness/sim/triggers.py), which replay only in the simulation.
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ from harness.testspec import (
     SIM_CORRUPT_MODES,
     SIM_NEMESES,
 )
-from nemesis.schedule import START_STOP
+from nemesis.schedule import (
+    SPLIT,
+    START_STOP,
+    TRIGGER,
+    TRIGGER_PROBES,
+    TRIGGER_TARGETS,
+    TRIGGERED_KINDS,
+)
 
 TICKS_PER_S = 10
 ANOMALY_PRIORITY = ("lost-append", "truncated-ledger", "divergence", "dirty-read")
@@ -66,13 +74,15 @@ def sim_schedules(
     time_limit: float = 3.0,
     max_faults: int = 3,
     clients: tuple[str, ...] = (),
+    max_triggered: int = 0,
 ) -> st.SearchStrategy[tuple[dict[str, Any], ...]]:
     """Schedules of up to `max_faults` faults within `time_limit` seconds; each fault hits
     one or two nodes at once (two bookies losing power together is what loses data), and a
     corruption flips bits or loses the last write (`SIM_CORRUPT_MODES`; flips shrink first).
     A packet fault may also shape a client's egress (`clients`), and may shape only what
     goes to some bookies, for longer than the default delay: one slow link between a
-    client and a bookie is what leaves a replica stale."""
+    client and a bookie is what leaves a replica stale. Up to `max_triggered` more faults
+    wait for a protocol probe instead of the clock (`_triggered_faults`)."""
     ticks = round(time_limit * TICKS_PER_S)
 
     @st.composite
@@ -93,12 +103,41 @@ def sim_schedules(
                 value.update(draw(_packet_shapes([n for n in nodes if n not in targets])))
             events.append((start, 1, begin, value))
             events.append((end, 0, finish, {"nodes": sorted(targets)}))
-        return tuple(
+        steps = [
             {"at": tick / TICKS_PER_S, "f": f, "value": value}
             for tick, _, f, value in sorted(events, key=lambda e: e[:3])
-        )
+        ]
+        triggerable = tuple(k for k in TRIGGERED_KINDS if k in kinds)
+        if triggerable and max_triggered:
+            steps += draw(_triggered_faults(nodes, triggerable, ticks, max_triggered))
+        return tuple(sorted(steps, key=lambda step: step["at"]))  # stable: clock steps first
 
     return schedules()
+
+
+@st.composite
+def _triggered_faults(
+    draw: st.DrawFn, nodes: tuple[str, ...], kinds: tuple[str, ...], ticks: int, most: int
+) -> list[dict[str, Any]]:
+    """Faults that start when a probe is next reached after their `at` (a recovery
+    starting, a write-back, an ensemble change, a takeover fencing…), on a bookie that
+    probe names or a fixed one, and stop `hold` later (harness/sim/triggers.py)."""
+    steps = []
+    for _ in range(draw(st.integers(0, most))):
+        kind = draw(st.sampled_from(kinds))
+        value: dict[str, Any] = {"nodes": [draw(st.sampled_from((*TRIGGER_TARGETS, *nodes)))]}
+        if kind == "partition":
+            value["grudge"] = draw(st.sampled_from(("isolate", SPLIT)))
+        steps.append(
+            {
+                "at": draw(st.integers(0, ticks - 1)) / TICKS_PER_S,
+                TRIGGER: draw(st.sampled_from(TRIGGER_PROBES)),
+                "f": START_STOP[kind][0],
+                "value": value,
+                "hold": draw(st.integers(1, ticks)) / TICKS_PER_S,
+            }
+        )
+    return steps
 
 
 @st.composite
@@ -157,9 +196,11 @@ def sim_tests(
     max_faults: int = 3,
     kinds: tuple[str, ...] = SIM_NEMESES,
     draw: frozenset[str] = frozenset(),
+    max_triggered: int = 0,
 ) -> st.SearchStrategy[SimSpec]:
     """Simulated tests around `base`: its workload settings named in `draw`, a seed, a run
-    length, a schedule of faults of `kinds`."""
+    length, a schedule of faults of `kinds` (up to `max_triggered` of them triggered by
+    probes; 0 keeps the draws — and so the searches recorded in docs — as they were)."""
     return st.builds(
         lambda workload, seed, tenths, schedule: replace(
             workload, seed=seed, time_limit=tenths / TICKS_PER_S, schedule=schedule
@@ -173,6 +214,7 @@ def sim_tests(
             time_limit=max_time / 2,
             max_faults=max_faults,
             clients=tuple(f"c{i}" for i in range(1, base.clients + 1)),
+            max_triggered=max_triggered,
         ),
     )
 
@@ -218,6 +260,7 @@ def search(
     kinds: tuple[str, ...] = SIM_NEMESES,
     draw: frozenset[str] = frozenset(),
     on_example: Callable[[SimSpec, dict[str, Any]], None] | None = None,
+    max_triggered: int = 0,
 ) -> SearchOutcome:
     """Run simulated tests drawn by Hypothesis (faults of `kinds`; the workload settings
     named in `draw`, the others `base`'s) until one is invalid or `budget_s` real seconds
@@ -254,7 +297,7 @@ def search(
     )
     try:
         found = find(
-            sim_tests(base, max_time, max_faults, kinds, draw),
+            sim_tests(base, max_time, max_faults, kinds, draw, max_triggered),
             invalid,
             settings=options,
             random=random.Random(search_seed),

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from bookie_image.probes import PROBES
+from harness.cli import main
+from harness.report.render import write_report
 from harness.runtime.sim import SimSpec, run_sim
 from tests.sim.test_sim import FAULTS
 
@@ -61,3 +63,35 @@ def test_a_faulty_unbounded_run_reaches_takeovers_terms_and_truncation(tmp_path:
     ):
         assert cov[probe] > 0, probe
     assert cov["bookie-fenced"] == 0  # terms fence unbounded ledgers, never the fence bit
+
+
+def test_the_report_shows_the_probes_reached_and_those_never_reached(tmp_path: Path) -> None:
+    cov = _coverage(tmp_path, "ledger")
+    html = write_report(tmp_path).read_text()
+    section = html[html.index('id="coverage"') : html.index('id="logs"')]
+    reached = [name for name, count in cov.items() if count]
+    assert f"{len(reached)} of {len(PROBES)} protocol probes reached" in section
+    never = section[section.index("Never reached") :]
+    assert "unbounded-takeover-started" in never and "recovery-started" not in never
+    assert f"{cov['recovery-started']}×" in section[: section.index("Never reached")]
+
+
+def test_concurrent_takeovers_of_one_stream_race_for_the_term(tmp_path: Path) -> None:
+    """The takeover-race workload: takeovers of the same unbounded ledger overlap, one
+    loses to a newer term, and the build stays valid."""
+    spec = SimSpec(seed=0, time_limit=3.0, workload="takeover-race", bookies=5)
+    result = run_sim(spec, tmp_path)
+    assert result.results["valid"] is True, result.results["anomaly_types"]
+    cov = result.results["coverage"]
+    assert cov["unbounded-takeover-lost"] > 0 and cov["metadata-cas-conflict"] > 0
+    assert cov["unbounded-takeover"] > 1 and cov["unbounded-stale-term-add"] > 0
+
+
+def test_checking_a_run_again_keeps_its_coverage(tmp_path: Path) -> None:
+    """`bkchaos check RUN_DIR` rewrites results.json from the history, which does not hold
+    the coverage: it is kept, not lost."""
+    cov = _coverage(tmp_path, "ledger")
+    with pytest.raises(SystemExit) as exited:
+        main(["check", str(tmp_path)])
+    assert exited.value.code == 0
+    assert json.loads((tmp_path / "results.json").read_text())["coverage"] == cov

@@ -114,3 +114,9 @@ def test_a_real_process_logs_probes_and_the_harness_counts_them_from_node_logs(
     assert cov["journal-replay-intact"] == 1
     assert cov["recovery-started"] == 1
     assert sum(cov.values()) == 4
+
+
+def test_the_user_docs_list_every_probe() -> None:
+    docs = (PRODUCT.parent / "docs" / "coverage.md").read_text(encoding="utf-8")
+    for name in PROBES:
+        assert f"| `{name}` |" in docs, name
