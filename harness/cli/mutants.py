@@ -85,11 +85,11 @@ def bench_mutants(
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
+    what = "realistic defects" if defects else f"mutants (a sample of {len(every)}, seed {seed})"
     click.echo(
-        f"caught {summary['caught']} of {summary['mutants']} mutants (score {summary['score']}; "
+        f"caught {summary['caught']} of {summary['mutants']} {what}: score {summary['score']}; "
         f"{summary['crashed']} crashed the search; median time to catch "
-        f"{summary['median_s_to_catch']} s; sample of {len(every)} mutants, seed {seed}, "
-        f"budget {budget} each)"
+        f"{summary['median_s_to_catch']} s; budget {budget} each"
     )
     for result in results:
         if result.outcome != "caught":

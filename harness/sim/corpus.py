@@ -36,7 +36,14 @@ from harness.sim.search import (
     target_anomaly,
 )
 from harness.testspec import OP_SHARE_WORKLOADS, PIPELINED_WORKLOADS, SIM_CORRUPT_MODES
-from nemesis.schedule import START_STOP
+from nemesis.schedule import (
+    SPLIT,
+    START_STOP,
+    TRIGGER,
+    TRIGGER_PROBES,
+    TRIGGER_TARGETS,
+    TRIGGERED_KINDS,
+)
 
 SPARE_BOOKIES = (0, 1, 2)
 """Bookies a search may add beyond the ensemble's when it draws the cluster's size: with a
@@ -50,20 +57,30 @@ SHRINK_SHARE = 0.25
 @dataclass(frozen=True)
 class Fault:
     """One drawn fault: its start and stop (in ticks of 1/TICKS_PER_S s), kind, targets
-    and the extra fields of its start step (corruption mode, packet shaping)."""
+    and the extra fields of its start step (corruption mode, packet shaping). With a
+    `trigger` (a probe) it is armed at `start`, fires when the probe is next reached and
+    holds for `end - start` ticks (harness/sim/triggers.py): one step, not two."""
 
     start: int
     end: int
     kind: str
     targets: tuple[str, ...]
     extra: tuple[tuple[str, Any], ...] = ()
+    trigger: str = ""
 
     def steps(self) -> list[tuple[int, int, str, dict[str, Any]]]:
+        """(tick, order within the tick, op, step) for each step of this fault."""
         begin, finish = START_STOP[self.kind]
         value = {"nodes": sorted(self.targets), **dict(self.extra)}
+        at = self.start / TICKS_PER_S
+        if self.trigger:
+            hold = (self.end - self.start) / TICKS_PER_S
+            step = {"at": at, TRIGGER: self.trigger, "f": begin, "value": value, "hold": hold}
+            return [(self.start, 2, begin, step)]
+        stop = {"at": self.end / TICKS_PER_S, "f": finish, "value": {"nodes": sorted(self.targets)}}
         return [
-            (self.start, 1, begin, value),
-            (self.end, 0, finish, {"nodes": sorted(self.targets)}),
+            (self.start, 1, begin, {"at": at, "f": begin, "value": value}),
+            (self.end, 0, finish, stop),
         ]
 
 
@@ -76,8 +93,7 @@ class Candidate:
 
     def to_spec(self) -> SimSpec:
         steps = sorted((s for fault in self.faults for s in fault.steps()), key=lambda s: s[:3])
-        schedule = tuple({"at": t / TICKS_PER_S, "f": f, "value": v} for t, _, f, v in steps)
-        return replace(self.spec, schedule=schedule)
+        return replace(self.spec, schedule=tuple(step for *_, step in steps))
 
 
 @dataclass
@@ -92,6 +108,9 @@ class Space:
     buggify: bool = True
     max_time: float = 3.0
     max_faults: int = 3
+    triggered_share: float = 1 / 3
+    """Share of drawn faults of a triggerable kind that wait for a protocol probe instead
+    of a clock tick (a kill as a recovery writes back, a pause as a takeover fences)."""
 
     @property
     def bookies(self) -> tuple[str, ...]:
@@ -136,6 +155,8 @@ class Space:
     def fault(self, rng: random.Random) -> Fault:
         ticks = round(self.max_time / 2 * TICKS_PER_S)
         kind = rng.choice(self.kinds)
+        if kind in TRIGGERED_KINDS and rng.random() < self.triggered_share:
+            return self._triggered(rng, kind, ticks)
         sources = (*self.bookies, *self.clients) if kind == "packet" else self.bookies
         targets = tuple(sorted(rng.sample(sources, rng.choice((1, 1, 2)))))
         start = rng.randrange(ticks)
@@ -149,6 +170,13 @@ class Space:
             if (delay := rng.choice(PACKET_DELAYS_MS)) is not None:
                 extra["delay_ms"] = delay
         return Fault(start, rng.randint(start + 1, ticks), kind, targets, tuple(extra.items()))
+
+    def _triggered(self, rng: random.Random, kind: str, ticks: int) -> Fault:
+        target = rng.choice((*TRIGGER_TARGETS, *self.bookies))
+        extra = {"grudge": rng.choice(("isolate", SPLIT))} if kind == "partition" else {}
+        start = rng.randrange(ticks)
+        end = start + rng.randint(1, ticks)
+        return Fault(start, end, kind, (target,), tuple(extra.items()), rng.choice(TRIGGER_PROBES))
 
     # -- mutations ---------------------------------------------------------------------------
 

@@ -52,10 +52,11 @@ def test_drawn_and_mutated_tests_are_tests_their_workload_accepts() -> None:
         spec.as_test()
         assert spec.time_limit <= 1.5 and 1 <= len(test.faults) <= 3
         targets = {n for step in spec.schedule for n in step["value"]["nodes"]}
-        assert targets <= {"b1", "b2", "b3", "c1", "c2"}
+        assert targets <= {"b1", "b2", "b3", "c1", "c2", "@0", "@1", "@2", "@self"}
     assert {t.spec.workload for t in tests} == set(WORKLOADS)
     assert {t.spec.bookies for t in tests} == {3, 4, 5}
     assert any(t.spec.buggify for t in tests) and not all(t.spec.buggify for t in tests)
+    assert any(f.trigger for t in tests for f in t.faults)
 
 
 def test_a_fault_renders_as_a_start_and_a_stop_step() -> None:
