@@ -53,7 +53,7 @@ BASE_REPO = "bkchaos-base"
 IMAGE_REPO = "bkchaos"
 #: What goes into the project wheel (mirrors pyproject's packages.find) plus the files
 #: setuptools reads; the sources key is a hash of exactly these.
-PROJECT_PACKAGES = ("bookie_image", "harness", "nemesis", "workloads", "checkers")
+PROJECT_PACKAGES = ("bookie_image", "core", "harness", "nemesis", "workloads", "checkers")
 PROJECT_FILES = ("pyproject.toml", "README.md")
 IMAGE_PYTHON = (3, 11)  # Debian bookworm's python3: the wheelhouse must match it
 

@@ -37,8 +37,6 @@ PROTOCOL_MODULES = (
     "bookie_image/bookie/journal.py",
     "bookie_image/bookie/storage.py",
 )
-COPIED = ("bookie_image", "harness", "checkers", "nemesis", "workloads")
-"""The packages a search imports: the copy holds these and nothing else."""
 
 _BOUNDARY = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
 _REVERSED = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In}
@@ -226,10 +224,12 @@ def run_mutant(
     root: Path, mutant: Mutant | Defect, budget: str, search_args: tuple[str, ...] = ()
 ) -> MutantResult:
     """Apply `mutant` to a copy of the source tree and run the no-hint search on it."""
+    from bookie_image.image.build import PROJECT_PACKAGES  # it loads the docker SDK
+
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bkchaos-mutant-") as tmp:
         copy_root = Path(tmp) / "src"
-        for package in COPIED:
+        for package in PROJECT_PACKAGES:  # what a search imports, and nothing else
             shutil.copytree(
                 root / package, copy_root / package, ignore=shutil.ignore_patterns("__pycache__")
             )
