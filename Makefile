@@ -32,9 +32,9 @@ test: setup lint
 	$(BIN)/pytest -q -p no:cacheprovider --durations=15
 
 # The quick tiers, before a commit: unit and sim (no servers, root, docker or JVM; the venv
-# only, no system setup), about two minutes.
+# only, no system setup), a pytest-xdist worker per core.
 test-fast: lint
-	$(BIN)/pytest -q -p no:cacheprovider --durations=15 tests/unit tests/sim
+	$(BIN)/pytest -q -p no:cacheprovider --durations=15 -n auto tests/unit tests/sim
 
 lint: venv
 	$(BIN)/ruff check .

@@ -13,14 +13,29 @@ A test module outside these folders is a usage error, so that none runs untiered
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 pytest_plugins = ["pytester"]  # the plugin's own tests drive inner pytest sessions
 
+settings.register_profile("bkchaos", deadline=None)
+settings.load_profile("bkchaos")
+"""No per-example deadline anywhere: how long an example takes depends on the machine's load
+(a 200 ms deadline failed a strategy test on the loaded 2-core machine), never on the code."""
+
 TESTS = Path(__file__).parent
 TIERS = ("unit", "sim", "integration", "docker", "spark", "browser")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`make test-fast` runs a worker per core) each worker's chaos runs
+    go to a store of their own: the runs of one store share its `latest` links."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        config.option.bkchaos_store = str(Path(config.option.bkchaos_store) / worker)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
