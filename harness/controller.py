@@ -222,6 +222,11 @@ class Controller:
         self.history.record("invoke", "nemesis", op["f"], op.get("value"))
         try:
             value = await self.nemesis.invoke(op)
+        except asyncio.CancelledError:  # the run ends mid-fault: its effect is unknown
+            message = "interrupted before the fault was proven"
+            self.history.record("info", "nemesis", op["f"], op.get("value"), error=message)
+            self.counters.fault_errors.append(f"{op['f']}: {message}")
+            raise
         except Exception as exc:  # FaultNotProven or a runtime error: recorded, never silent
             message = f"{type(exc).__name__}: {exc}"
             self.history.record("info", "nemesis", op["f"], op.get("value"), error=message)
