@@ -8,7 +8,7 @@ from typing import Any
 
 import checkers
 from core.history import HistoryWriter
-from harness.controller import Controller
+from tests.helpers.controller import nemesis_only
 
 
 class StuckNemesis:
@@ -26,18 +26,7 @@ class StuckNemesis:
 
 def test_a_fault_cut_short_is_recorded_unproven_before_the_heal(tmp_path: Path) -> None:
     with HistoryWriter(tmp_path / "history.jsonl") as history:
-        controller = Controller(
-            history=history,
-            workload=None,  # type: ignore[arg-type]
-            agents=[],
-            nemesis=StuckNemesis(),  # type: ignore[arg-type]
-            fault_schedule=None,
-            seed=0,
-            concurrency=1,
-            time_limit=0,
-            op_timeout=1,
-            rate=1,
-        )
+        controller = nemesis_only(history, StuckNemesis())
 
         async def cut_short() -> None:
             fault = asyncio.create_task(

@@ -15,9 +15,9 @@ from kazoo.exceptions import SessionExpiredError
 
 from core.history import HistoryWriter
 from harness import runner
-from harness.controller import Controller
 from harness.runtime.local import ZkPoller
 from nemesis.base import FaultNotProven
+from tests.helpers.controller import nemesis_only
 
 
 class Statuses:
@@ -101,19 +101,7 @@ def test_a_cluster_down_after_the_heal_is_an_unproven_heal_with_its_proofs_kept(
         raise FaultNotProven(STILL_DOWN)
 
     with HistoryWriter(tmp_path / "history.jsonl") as history:
-        controller = Controller(
-            history=history,
-            workload=None,  # type: ignore[arg-type]
-            agents=[],
-            nemesis=HealedNemesis(),  # type: ignore[arg-type]
-            fault_schedule=None,
-            seed=0,
-            concurrency=1,
-            time_limit=0,
-            op_timeout=1,
-            rate=1,
-            wait_for_cluster=still_down,
-        )
+        controller = nemesis_only(history, HealedNemesis(), wait_for_cluster=still_down)
         asyncio.run(controller.heal())
     invoke, done = (json.loads(line) for line in history.path.read_text().splitlines())
     assert (invoke["f"], done["f"], done["type"]) == ("heal", "heal", "info")
