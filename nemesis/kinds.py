@@ -89,14 +89,14 @@ KINDS: dict[str, FaultKind] = {
         FaultKind("clock-strobe", "clock-strobe", "clock-strobe-stop",
                   "flip the wall clock back and forth", roles=_ANY_ROLE, search_rank=8),
         FaultKind("wipe-reset", "wipe-reset", "rejoin",
-                  "wipe data and cookie (loses data: opt-in)", runtimes=REAL_RUNTIMES,
+                  "wipe data and cookie: loses acknowledged data, opt-in", runtimes=REAL_RUNTIMES,
                   survivable=False),
         FaultKind("partition", "start-partition", "stop-partition",
                   "iptables grudges between nodes",
                   runtimes=(*CONTAINER_RUNTIMES, "sim"), roles=_ANY_ROLE, search_rank=3,
                   triggerable=True),
         FaultKind("packet", "start-packet", "stop-packet",
-                  "slow, lossy or shaped links (tc, iptables)",
+                  "slow, lossy or shaped links: tc, iptables",
                   runtimes=(*CONTAINER_RUNTIMES, "sim"), roles=_ANY_ROLE,
                   sim_roles=("bookie", "client"), search_rank=7),
     )
@@ -152,4 +152,3 @@ SIM_CLIENT_TARGET_KINDS = tuple(k.name for k in KINDS.values() if "client" in k.
 """What the simulation does to a client agent (it shapes a simulated node's egress)."""
 TRIGGERED_KINDS = tuple(k.name for k in KINDS.values() if k.triggerable and "sim" in k.runtimes)
 """The fault kinds a step triggered by a protocol probe may start (in the simulation)."""
-"""What the simulation does to a client agent (it shapes a simulated node's egress)."""

@@ -19,7 +19,7 @@ from harness.progress import plain_progress, progress_line
 from harness.runner import exit_code, run_test
 from harness.testspec import NEMESIS_ORDERS, RUNTIMES, TARGETS, WORKLOADS, TestSpec
 from nemesis.disk import CORRUPT_MODES
-from nemesis.kinds import OPT_IN_NEMESES, RUNTIME_NEMESES
+from nemesis.kinds import KINDS, RUNTIME_NEMESES
 
 
 def _csv(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -42,20 +42,16 @@ def _schedule(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 
 
 def fault_kinds_help() -> str:
-    """Every fault kind, from nemesis.kinds.RUNTIME_NEMESES, grouped by the runtimes that can
-    inject it (so the help never lags behind the code)."""
+    """Every fault kind and what it does, from nemesis.kinds, grouped by the runtimes that
+    can inject it (so the help never lags behind the code)."""
     by_runtimes: dict[tuple[str, ...], list[str]] = {}
-    kinds = dict.fromkeys(kind for kinds in RUNTIME_NEMESES.values() for kind in kinds)
-    for kind in kinds:
-        where = tuple(r for r, allowed in RUNTIME_NEMESES.items() if kind in allowed)
-        by_runtimes.setdefault(where, []).append(kind)
+    for kind in KINDS.values():
+        where = tuple(r for r, allowed in RUNTIME_NEMESES.items() if kind.name in allowed)
+        by_runtimes.setdefault(where, []).append(f"{kind.name} ({kind.summary})")
     groups = []
-    for where, group in by_runtimes.items():
+    for where, described in by_runtimes.items():
         runtimes = "every runtime" if set(where) == set(RUNTIMES) else ", ".join(where)
-        opt_in = (
-            " — loses acknowledged data on purpose" if set(group) <= set(OPT_IN_NEMESES) else ""
-        )
-        groups.append(f"{', '.join(group)} ({runtimes}{opt_in})")
+        groups.append(f"{', '.join(described)} [{runtimes}]")
     return "Comma-separated fault kinds: " + "; ".join(groups) + "."
 
 
