@@ -9,9 +9,10 @@ after that heal all failed, the last with a definite error, is the anomaly: with
 node up, BookKeeper must serve what it acknowledged.
 
 Three things keep it from crying wolf:
-- a timeout (`ETIMEOUT`, or an `info`) is not a definite error: a slow cluster is not an
-  unreadable ledger, so that ledger stays unchecked and the run unknown;
-- the agent's own refusals (a malformed op, no write handle) say nothing of the data;
+- only errors in which bookies or the metadata answered that the data is not there, or
+  not intact, count (`DEFINITE`); a timeout, an `info`, a recovery that gave up for want
+  of answers (`ERECOVERY`), a lost ZooKeeper session (`EMETADATA`) or the agent's own
+  refusals say nothing of the data, so that ledger stays unchecked and the run unknown;
 - a run with a data-destroying fault (`checkers.replication.DATA_DESTROYING_FAULTS`, the
   copy audit's rule) may truly have lost entries on a correct build: not judged.
 """
@@ -25,8 +26,10 @@ from checkers.history import Call, History
 from checkers.replication import DATA_DESTROYING_FAULTS
 from checkers.result import Case, case, collect
 
-NOT_DEFINITE = frozenset({"ETIMEOUT", "EBADVALUE", "ENOHANDLE", "ENOTCLOSED"})
-"""Errors that say nothing about whether the data can be served."""
+DEFINITE = frozenset({"ENOLEDGER", "ENOENTRY", "EDIGEST", "EIO"})
+"""Errors in which the cluster answered that the data is gone or damaged. Anything else
+(a timeout, ERECOVERY from unanswered fencing or reads, EMETADATA, an unexpected error's
+class name) may only mean that nobody answered: never judged."""
 
 
 def final_heal(h: History) -> Call | None:
@@ -51,7 +54,7 @@ def unreadable_after_heal(h: History, heal: Call) -> Iterator[Case]:
             continue
         last = after[-1]
         error = last.done.error if last.done is not None else None
-        if last.type != "fail" or error is None or error in NOT_DEFINITE:
+        if last.type != "fail" or error not in DEFINITE:
             continue
         yield case(
             f"ledger {ledger} has {len(h.acked[ledger])} acknowledged append(s), but after "

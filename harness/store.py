@@ -12,18 +12,29 @@ import os
 import re
 import shutil
 import time
+import uuid
 from pathlib import Path
 
 from harness.errors import UserError
 
+RESERVED_NAMES = frozenset({"latest", "current", "nightly", "trends"})
+"""Names the store uses itself: a test named so would clobber its links or pages."""
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.+-]+")
+
 
 def check_test_name(test_name: str) -> str:
-    """A test name is one plain directory name inside the store: never empty, `.` or
-    `..`, and without a path separator, so a run can never land outside the store."""
-    if test_name in ("", ".", "..") or any(c in test_name for c in "/\\\0"):
+    """A test name is one plain directory name inside the store: letters, digits and
+    `_.+-`, never `.`, `..` or a name the store uses itself, so a run can never land
+    outside the store or on its links."""
+    if (
+        not _PLAIN_NAME.fullmatch(test_name)
+        or test_name in (".", "..")
+        or test_name in RESERVED_NAMES
+        or test_name.endswith(".tmp")
+    ):
         raise UserError(
-            f"test name {test_name!r} is not a plain name: use letters, digits, '-', '_' or "
-            "'.', without '/' (pass --name NAME)"
+            f"test name {test_name!r} is not a plain name: use letters, digits, '-', '_', "
+            f"'+' or '.', not {sorted(RESERVED_NAMES)} (pass --name NAME)"
         )
     return test_name
 
@@ -60,8 +71,9 @@ def unlink_current(run_dir: Path) -> None:
 
 
 def _relink(link: Path, target: str) -> None:
-    tmp = link.with_name(link.name + ".tmp")
-    tmp.unlink(missing_ok=True)
+    """Point `link` at `target` atomically; a temporary name of this call's own, so runs
+    sharing a store never trip over each other's (the last one wins)."""
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
     os.symlink(target, tmp)
     tmp.replace(link)
 

@@ -557,7 +557,7 @@ def shaping_qdisc(params: dict[str, Any]) -> str:
         return f"netem {netem_arguments(params)}"
     bytes_per_s = rate_bits_per_second(params["rate"]) / 8
     burst = max(TBF_MIN_BURST_BYTES, int(bytes_per_s / 250))  # 4 ms of the rate
-    return f"tbf rate {params['rate']} burst {burst} latency {TBF_LATENCY_MS}ms"
+    return f"tbf rate {tc_rate(params['rate'])} burst {burst} latency {TBF_LATENCY_MS}ms"
 
 
 def netem_arguments(params: dict[str, Any]) -> str:
@@ -577,8 +577,7 @@ def netem_arguments(params: dict[str, Any]) -> str:
         if key in params:
             parts.append(f"{word} {params[key]}%")
     if "rate" in params:
-        rate_bits_per_second(params["rate"])  # refuse a malformed rate before touching a node
-        parts.append(f"rate {params['rate']}")
+        parts.append(f"rate {tc_rate(params['rate'])}")  # refused before touching a node
     if "reorder_pct" in params and "delay_ms" not in params:
         raise ValueError("netem reorders by delaying the other packets: give delay_ms too")
     return " ".join(parts)
@@ -608,22 +607,24 @@ RATE_UNITS = {
     "tbps": 8e12,
 }
 """tc's rate units (tc(8), "RATES"): `…bit` are bits per second, `…bps` bytes per second."""
+_RATE = re.compile(r"(\d+(?:\.\d+)?)([a-z]*)")
 
 
 def rate_bits_per_second(rate: object) -> float:
     """A netem `rate` ("1mbit", "200kbps", a bare number of bits per second) in bits per
     second, so the real nemesis can refuse a typo before running tc and the simulation
-    can serialise writes at that rate."""
-    text = str(rate).strip().lower()
-    digits = text.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = text[len(digits) :] or "bit"
-    try:
-        value = float(digits) * RATE_UNITS[unit]
-    except (ValueError, KeyError):
-        value = 0.0
+    can serialise writes at that rate. Digits and a unit only: it reaches a shell script."""
+    match = _RATE.fullmatch(str(rate).strip().lower())
+    value = float(match[1]) * RATE_UNITS.get(match[2] or "bit", 0) if match else 0.0
     if not value > 0:
         raise ValueError(
             f"rate must be a positive number with one of tc's units {sorted(RATE_UNITS)} "
             f'(e.g. "1mbit"), got {rate!r}'
         )
     return value
+
+
+def tc_rate(rate: object) -> str:
+    """`rate` as tc's scripts spell it, once checked (so nothing else reaches the shell)."""
+    rate_bits_per_second(rate)
+    return str(rate).strip().lower()

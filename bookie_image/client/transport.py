@@ -81,6 +81,7 @@ class _BookieConnection:
         self._waiting[request.request_id] = future
         try:
             if buggify.fires("client-request-lost"):
+                del self._waiting[request.request_id]  # nobody awaits its future: not failed
                 self.abort(BookieUnavailableError(f"connection to {self.bookie} lost"))
                 raise BookieUnavailableError(f"connection to {self.bookie} lost")
             self._writer.write(self._codec.send(request))

@@ -212,7 +212,7 @@ def mutated_source(root: Path, mutant: Mutant) -> str:
 @dataclass
 class MutantResult:
     mutant: Mutant | Defect
-    outcome: str  # caught | survived | crashed
+    outcome: str  # caught | survived | crashed | timed out
     seconds_to_catch: float | None
     anomaly: str | None
     tests: int
@@ -220,11 +220,17 @@ class MutantResult:
     detail: str = ""
 
 
+HANG_GRACE_S = 120.0
+"""Past twice its budget and this, a mutant's search is stopped: a mutation that makes the
+product spin without moving the simulated clock never reaches the search's budget check."""
+
+
 def run_mutant(
     root: Path, mutant: Mutant | Defect, budget: str, search_args: tuple[str, ...] = ()
 ) -> MutantResult:
     """Apply `mutant` to a copy of the source tree and run the no-hint search on it."""
     from bookie_image.image.build import PROJECT_PACKAGES  # it loads the docker SDK
+    from harness.cli.search import parse_budget
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bkchaos-mutant-") as tmp:
@@ -242,7 +248,18 @@ def run_mutant(
             *("--store", str(Path(tmp) / "store"), *search_args),
         ]
         env = {**os.environ, "PYTHONPATH": str(copy_root), "PYTHONDONTWRITEBYTECODE": "1"}
-        done = subprocess.run(command, cwd=copy_root, env=env, capture_output=True, text=True)
+        try:
+            done = subprocess.run(
+                command,
+                cwd=copy_root,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=parse_budget(budget) * 2 + HANG_GRACE_S,
+            )
+        except subprocess.TimeoutExpired:  # the search checks its budget between tests only
+            seconds = round(time.monotonic() - started, 1)
+            return MutantResult(mutant, "timed out", None, None, 0, seconds, "search hung")
     seconds = round(time.monotonic() - started, 1)
     try:
         summary: dict[str, Any] = json.loads(done.stdout)
@@ -283,6 +300,7 @@ def summarise(results: list[MutantResult]) -> dict[str, Any]:
         "mutants": len(results),
         "caught": len(caught),
         "crashed": sum(r.outcome == "crashed" for r in results),
+        "timed_out": sum(r.outcome == "timed out" for r in results),
         "score": round(len(caught) / len(results), 3) if results else None,
         "median_s_to_catch": times[len(times) // 2] if times else None,
         "results": [

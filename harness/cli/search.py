@@ -123,7 +123,11 @@ def parse_budget(text: str) -> float:
 )
 @click.option("--max-faults", type=int, default=3, show_default=True)
 @click.option(
-    "--max-time", type=float, default=3.0, show_default=True, help="Longest simulated run (s)."
+    "--max-time",
+    type=click.FloatRange(0.5, 3600),
+    default=3.0,
+    show_default=True,
+    help="Longest simulated run (s).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search itself.")
 @click.option(
@@ -277,7 +281,9 @@ def search(
             shrink_steps=outcome.shrink_steps,
             first=asdict(outcome.first) if outcome.first is not None else None,
             replay_valid=result.results["valid"],
-            replay=replay_command(outcome.found.as_replay("docker"), run_dir),
+            replay=replay_command(outcome.found.as_replay("docker"), run_dir)
+            if _containers_can_replay(minimal)
+            else None,
             replay_sim=f"bkchaos search --replay {run_dir / 'minimal.json'}",
         )
         (run_dir / "search.json").write_text(json.dumps(summary, indent=2))
@@ -299,10 +305,21 @@ def search(
             f"{len(minimal['schedule'])} steps: {json.dumps(minimal['schedule'])}\n"
             f"stored in {run_dir} (minimal.json, history.jsonl, report.html)\n"
             f"replay in the simulation: {summary['replay_sim']}\n"
-            f"replay on containers: {summary['replay']}"
-            + (" (without BUGGIFY, which only the simulation has)" if minimal["buggify"] else "")
+            + (
+                f"replay on containers: {summary['replay']}"
+                if summary["replay"]
+                else "replay on containers: none (BUGGIFY and probe-triggered faults exist "
+                "only in the simulation)"
+            )
         )
     return 1 if outcome.found is not None else 0
+
+
+def _containers_can_replay(minimal: dict[str, Any]) -> bool:
+    """A shrunk test replays on containers unless it needs what only the simulation has."""
+    from nemesis.schedule import is_triggered
+
+    return not minimal["buggify"] and not any(map(is_triggered, minimal["schedule"]))
 
 
 def _replay(path: Path, store: Path, as_json: bool) -> int:
@@ -312,14 +329,18 @@ def _replay(path: Path, store: Path, as_json: bool) -> int:
 
     try:
         minimal = json.loads(path.read_text())
-        fields = {k: minimal[k] for k in (*WORKLOAD_SETTINGS, "seed", "time_limit")}
+        fields = {
+            k: minimal[k] for k in (*WORKLOAD_SETTINGS, "seed", "time_limit") if k != "buggify"
+        }
         spec = SimSpec(
             name="search-replay",
             bugs=tuple(minimal.get("bugs", ())),
             schedule=tuple(minimal["schedule"]),
+            buggify=bool(minimal.get("buggify", False)),  # stored before BUGGIFY existed: off
             **fields,
         )
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        spec.as_replay("sim")  # the same checks as a test: settings and schedule steps
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UserError(
             f"--replay {path}: not a minimal.json that bkchaos search stored ({exc!r})"
         ) from None

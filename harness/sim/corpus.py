@@ -289,7 +289,9 @@ class Corpus:
 
     def pick(self, rng: random.Random) -> Candidate:
         """A kept test, weighted by how rare the features it reached are."""
-        weights = [sum(1 / self.seen[f] for f in reached) + 0.01 for _, reached in self.entries]
+        weights = [
+            sum(1 / self.seen[f] for f in sorted(reached)) + 0.01 for _, reached in self.entries
+        ]
         return rng.choices(self.entries, weights)[0][0]
 
 
@@ -333,7 +335,9 @@ def steered_search(
             found_at = time.monotonic() - started
             anomaly = target_anomaly(results["anomaly_types"])
             shrink_until = started + max(budget_s, found_at + SHRINK_SHARE * budget_s)
-            shrunk, steps, tried = shrink(candidate, anomaly, run, shrink_until)
+            shrunk, steps, tried = shrink(
+                candidate, anomaly, run, shrink_until, space, max_runs=max_examples - examples
+            )
             return SearchOutcome(
                 found=shrunk.to_spec(),
                 anomaly=anomaly,
@@ -354,21 +358,35 @@ def steered_search(
     )
 
 
+SHRUNK_SETTINGS = (
+    "bookies",
+    "concurrency",
+    "pipeline",
+    "write_quorum",
+    "takeovers",
+    "writer_crashes",
+)
+"""Drawn settings the shrinker puts back to the search's own (ack_quorum goes with WQ)."""
+
+
 def shrink(
     failing: Candidate,
     anomaly: str,
     run: Callable[[SimSpec], dict[str, Any]],
     until: float,
+    space: Space,
+    max_runs: int = 10_000,
 ) -> tuple[Candidate, int, int]:
-    """Greedily simplify `failing` while it still shows `anomaly`, until no step helps or
-    the clock reaches `until`: drop a fault, narrow a fault to one target, turn BUGGIFY
-    off, shorten the run, put drawn settings back to the defaults. The seed stays: another
-    seed is another test. Returns (the simplest test, steps taken, tests run)."""
+    """Greedily simplify `failing` while it still shows `anomaly`, until no step helps,
+    `max_runs` tests ran or the clock reaches `until`: drop a fault, narrow a fault to one
+    target, turn BUGGIFY off, shorten the run, put drawn settings back to the search's own
+    (settings the user gave are never touched). The seed stays: another seed is another
+    test. Returns (the simplest test, steps taken, tests run)."""
     steps = tried = 0
     current = failing
-    while time.monotonic() < until:
-        for simpler in _simpler(current):
-            if time.monotonic() >= until:
+    while time.monotonic() < until and tried < max_runs:
+        for simpler in _simpler(current, space):
+            if time.monotonic() >= until or tried >= max_runs:
                 break
             tried += 1
             results = run(simpler.to_spec())
@@ -380,7 +398,7 @@ def shrink(
     return current, steps, tried
 
 
-def _simpler(c: Candidate) -> list[Candidate]:
+def _simpler(c: Candidate, space: Space) -> list[Candidate]:
     """The one-step simplifications of `c`, the biggest first."""
     options: list[Candidate] = []
     for i in range(len(c.faults)):
@@ -396,14 +414,19 @@ def _simpler(c: Candidate) -> list[Candidate]:
     for shorter in sorted({tenths // 2, tenths - 5, tenths - 1}):
         if 5 <= shorter < tenths:
             options.append(replace(c, spec=replace(c.spec, time_limit=shorter / TICKS_PER_S)))
-    defaults = SimSpec()
+    base = space.base
     for name in (
-        *("bookies", "concurrency", "pipeline", "write_quorum", "takeovers", "writer_crashes"),
+        "bookies",
+        "concurrency",
+        "pipeline",
+        "write_quorum",
+        "takeovers",
+        "writer_crashes",
     ):
-        if getattr(c.spec, name) != getattr(defaults, name):
-            settings = {name: getattr(defaults, name)}
+        if name in space.draw and getattr(c.spec, name) != getattr(base, name):
+            settings = {name: getattr(base, name)}
             if name == "write_quorum":
-                settings["ack_quorum"] = defaults.ack_quorum
+                settings["ack_quorum"] = base.ack_quorum
             simpler = replace(c.spec, **settings)
             if simpler == fit(simpler, simpler):
                 options.append(replace(c, spec=simpler))

@@ -88,6 +88,9 @@ def test_a_ledger_unreadable_after_the_heal_is_an_anomaly() -> None:
 @pytest.mark.parametrize(
     ("history", "why"),
     [
+        (History().created(GOOD).appended().fault("heal").read("fail", "ERECOVERY"), None),
+        (History().created(GOOD).appended().fault("heal").read("fail", "EMETADATA"), None),
+        (History().created(GOOD).appended().fault("heal").read("fail", "KeyError"), None),
         (History().created(GOOD).appended().fault("heal").read("fail", "ETIMEOUT"), None),
         (History().created(GOOD).appended().fault("heal").read("info"), None),
         (History().created(GOOD).appended().fault("heal").read("fail", "EIO").read(), None),

@@ -114,3 +114,12 @@ def test_the_real_nemesis_refuses_bad_shaping_before_touching_a_node(
     op = {"f": "start-packet", "value": {"nodes": ["b1"], **value}}
     with pytest.raises(ValueError, match=message):
         asyncio.run(nemesis.invoke(op))
+
+
+@pytest.mark.parametrize("rate", ["1\nkbit", "1_000kbit", "1 kbit", "1e3bit", "1kbit;reboot"])
+def test_a_rate_that_is_not_digits_and_a_unit_is_refused_before_any_shell(rate: str) -> None:
+    """The rate reaches a root `sh -c` script: float() alone took newlines and underscores."""
+    with pytest.raises(ValueError, match="rate must be"):
+        shaping_qdisc({"rate": rate})
+    with pytest.raises(ValueError, match="rate must be"):
+        shaping_qdisc({"rate": rate, "loss_pct": 1})

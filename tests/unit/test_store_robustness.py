@@ -13,7 +13,7 @@ import pytest
 from harness.cli import main
 from harness.errors import UserError
 from harness.report.server import list_runs, make_server
-from harness.store import new_run_dir
+from harness.store import link_latest, new_run_dir
 
 RESULTS = {"valid": True, "anomaly_types": [], "anomalies": {}, "stats": {}, "checkers": {}}
 
@@ -59,7 +59,10 @@ def test_one_unreadable_run_does_not_hide_the_store(tmp_path) -> None:
     assert "<td>good</td>" in html and "<td>nemesis-5</td>" in html and "unreadable" in html
 
 
-@pytest.mark.parametrize("name", ["..", ".", "", "../x", "a/b", "/tmp/x", "a\\b", "a\0b"])
+@pytest.mark.parametrize(
+    "name",
+    ["..", ".", "", "../x", "a/b", "/tmp/x", "a\\b", "a\0b", "latest", "current", "a b", "x.tmp"],
+)
 def test_a_test_name_that_is_not_plain_is_refused(tmp_path, name) -> None:
     with pytest.raises(UserError, match="not a plain name"):
         new_run_dir(tmp_path / "store", name)
@@ -79,3 +82,13 @@ def test_test_name_outside_the_store_exits_254(tmp_path, capsys) -> None:
 
 def test_a_plain_name_makes_a_run_dir(tmp_path) -> None:
     assert new_run_dir(tmp_path, "my-test.v2").parent == tmp_path / "my-test.v2"
+
+
+def test_runs_sharing_a_store_relink_without_a_shared_temporary_name(tmp_path) -> None:
+    """Each relink has a temporary name of its own (a fixed `latest.tmp` let two runs in one
+    store trip over each other); none is left behind."""
+    runs = [new_run_dir(tmp_path, name) for name in ("a", "b", "a")]
+    for run in runs:
+        link_latest(run)
+    assert (tmp_path / "latest").resolve() == runs[-1].resolve()
+    assert not [p for p in tmp_path.rglob("*.tmp")]
