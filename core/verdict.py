@@ -33,6 +33,11 @@ def reasons(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         for sub in results["checkers"].values()
         if isinstance(sub, dict) and sub.get("unknown_why")
     ]
+    found += [
+        ("yellow", f"checker {name} crashed", f": {sub['error']}")
+        for name, sub in results["checkers"].items()
+        if isinstance(sub, dict) and sub.get("error")
+    ]
     if results.get("interrupted"):
         found.append(("yellow", "interrupted", ": the final phase did not complete"))
     return found

@@ -173,7 +173,7 @@ class Bookie:
             if error is not None:
                 self.io_failed("journal", error)
                 return answer(Status.EIO)
-            held = self.store.ledgers[lk].last_entry
+            held = self.store.ledgers[lk].last_entry if truncate else -1  # for the probe
             self.store.apply_add(lk, entry_id, req.entry, header.lac, truncate)
             if truncate:
                 self.events.emit("truncated", ledger=_name(ledger), after=entry_id)

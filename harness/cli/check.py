@@ -143,8 +143,6 @@ def _summary(history: Path, result: dict[str, Any]) -> str:
         for colour, head, rest in reasons(result)
         if colour == "yellow" and head != "unchecked"
     ]
-    broken = [n for n, r in result["checkers"].items() if "error" in r]
-    lines += [f"  checker {n} crashed: {result['checkers'][n]['error']}" for n in broken]
     return "\n".join(lines)
 
 

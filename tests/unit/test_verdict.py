@@ -26,3 +26,11 @@ def test_every_reason_a_run_can_have_is_given_in_one_line() -> None:
 
 def test_a_valid_run_has_no_reasons() -> None:
     assert reasons({"anomalies": {}, "checkers": {"nemesis": {"errors": []}}}) == []
+
+
+def test_a_checker_that_crashed_is_a_reason() -> None:
+    """It makes the run unknown (Jepsen's rule); the reasons say which and why."""
+    results = {"anomalies": {}, "checkers": {"graph": {"valid": "unknown", "error": "KeyError: 7"}}}
+    assert [f"{head}{rest}" for _, head, rest in reasons(results)] == [
+        "checker graph crashed: KeyError: 7"
+    ]
