@@ -415,14 +415,7 @@ def _simpler(c: Candidate, space: Space) -> list[Candidate]:
         if 5 <= shorter < tenths:
             options.append(replace(c, spec=replace(c.spec, time_limit=shorter / TICKS_PER_S)))
     base = space.base
-    for name in (
-        "bookies",
-        "concurrency",
-        "pipeline",
-        "write_quorum",
-        "takeovers",
-        "writer_crashes",
-    ):
+    for name in SHRUNK_SETTINGS:
         if name in space.draw and getattr(c.spec, name) != getattr(base, name):
             settings = {name: getattr(base, name)}
             if name == "write_quorum":
