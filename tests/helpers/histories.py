@@ -13,6 +13,18 @@ from hypothesis import strategies as st
 
 from checkers import check, synthesize
 
+APPEND_THEN_CLOSED_READ = [
+    {"index": 0, "time": 1, "type": "invoke", "process": 0, "f": "append",
+     "value": {"ledger": 7, "payload": "p0"}},
+    {"index": 1, "time": 2, "type": "ok", "process": 0, "f": "append",
+     "value": {"ledger": 7, "payload": "p0", "entry": 0}},
+    {"index": 2, "time": 3, "type": "invoke", "process": 1, "f": "read",
+     "value": {"ledger": 7, "mode": "closed"}},
+    {"index": 3, "time": 4, "type": "ok", "process": 1, "f": "read",
+     "value": {"ledger": 7, "mode": "closed", "lac": 0, "entries": [[0, "p0"]]}},
+]  # fmt: skip
+"""The smallest valid history: one acknowledged append, read back closed."""
+
 
 class H:
     """A tiny history builder: each call returns the indices of the lines it wrote."""

@@ -14,17 +14,9 @@ import checkers.history
 from checkers import HistoryError, check, index_history, read_ops
 from checkers.compose import compose
 from checkers.history import ops_from_dicts
+from tests.helpers.histories import APPEND_THEN_CLOSED_READ
 
-GOOD = [
-    {"index": 0, "time": 1, "type": "invoke", "process": 0, "f": "append",
-     "value": {"ledger": 7, "payload": "p0"}},
-    {"index": 1, "time": 2, "type": "ok", "process": 0, "f": "append",
-     "value": {"ledger": 7, "payload": "p0", "entry": 0}},
-    {"index": 2, "time": 3, "type": "invoke", "process": 1, "f": "read",
-     "value": {"ledger": 7, "mode": "closed"}},
-    {"index": 3, "time": 4, "type": "ok", "process": 1, "f": "read",
-     "value": {"ledger": 7, "mode": "closed", "lac": 0, "entries": [[0, "p0"]]}},
-]  # fmt: skip
+GOOD = APPEND_THEN_CLOSED_READ
 
 
 def write(tmp_path: Path, ops: list[Any], tail: bytes = b"") -> Path:

@@ -12,17 +12,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from harness.cli import main
+from tests.helpers.histories import APPEND_THEN_CLOSED_READ
 
-GOOD = [
-    {"index": 0, "time": 1, "type": "invoke", "process": 0, "f": "append",
-     "value": {"ledger": 7, "payload": "p0"}},
-    {"index": 1, "time": 2, "type": "ok", "process": 0, "f": "append",
-     "value": {"ledger": 7, "payload": "p0", "entry": 0}},
-    {"index": 2, "time": 3, "type": "invoke", "process": 1, "f": "read",
-     "value": {"ledger": 7, "mode": "closed"}},
-    {"index": 3, "time": 4, "type": "ok", "process": 1, "f": "read",
-     "value": {"ledger": 7, "mode": "closed", "lac": 0, "entries": [[0, "p0"]]}},
-]  # fmt: skip
+GOOD = APPEND_THEN_CLOSED_READ
 BIG = 10**400
 NOT_UTF8 = b'{"index":0,"time":1,"type":"invoke","process":0,"f":"\xff","value":null}\n'
 
