@@ -1,16 +1,20 @@
 """Seeded bugs: deliberate, one-line deviations from the protocol, off by default.
 
 Each bug reproduces a real incident or a mistake the reference material warns about, so a
-chaos run can prove that the checkers catch it. They are switched on with the environment
-variable ``BKCHAOS_BUGS=a,b`` (read on every call, so tests can flip it with
-``monkeypatch.setenv``). ``docs/bugs.md`` documents each one.
+chaos run can prove that the checkers catch it. A bookie or client is given the bugs it
+has as a :class:`Bugs` value when it is built; a process reads them once, at its entry
+point, from the environment variable ``BKCHAOS_BUGS=a,b`` (:meth:`Bugs.from_env`), which is
+how the harness reaches bookies and agents in their own processes. ``docs/bugs.md``
+documents each one.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-__all__ = ["ENV_VAR", "KNOWN", "UnknownBugError", "active", "enabled", "parse"]
+__all__ = ["ENV_VAR", "KNOWN", "NO_BUGS", "Bugs", "UnknownBugError", "parse"]
 
 ENV_VAR = "BKCHAOS_BUGS"
 
@@ -49,13 +53,27 @@ def parse(spec: str) -> frozenset[str]:
     return names
 
 
-def active() -> frozenset[str]:
-    """The bugs switched on by the environment right now."""
-    return parse(os.environ.get(ENV_VAR, ""))
+@dataclass(frozen=True)
+class Bugs:
+    """The seeded bugs one bookie or client has: a value fixed when it is built, so a
+    simulation running many of them in one process gives each its own."""
+
+    names: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        # A misspelt bug must not silently test nothing; any collection of names will do.
+        object.__setattr__(self, "names", parse(",".join(self.names)))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Bugs:
+        """The bugs a process's environment switches on (its entry point asks once)."""
+        return cls(parse(environ.get(ENV_VAR, "")))
+
+    def enabled(self, name: str) -> bool:
+        """Whether seeded bug ``name`` is on; asking about an unknown name is an error too."""
+        if name not in KNOWN:
+            raise UnknownBugError(name)
+        return name in self.names
 
 
-def enabled(name: str) -> bool:
-    """Whether seeded bug ``name`` is on; asking about an unknown name is an error too."""
-    if name not in KNOWN:
-        raise UnknownBugError(name)
-    return name in active()
+NO_BUGS = Bugs()

@@ -11,6 +11,7 @@ import sys
 from bookie_image.agent.executor import Executor, LedgerOptions
 from bookie_image.agent.server import serve
 from bookie_image.bookie.events import EventLog
+from bookie_image.bugs import Bugs, UnknownBugError
 from bookie_image.client import BookKeeper
 from bookie_image.probes import listening, logged
 
@@ -28,9 +29,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def _run(args: argparse.Namespace) -> None:
+async def _run(args: argparse.Namespace, seeded: Bugs) -> None:
     options = LedgerOptions(args.ensemble, args.write_quorum, args.ack_quorum, args.digest)
-    async with BookKeeper(zk=args.zk, ledgers_root=args.ledgers_root) as bk:
+    async with BookKeeper(zk=args.zk, ledgers_root=args.ledgers_root, bugs=seeded) as bk:
         server = await serve(Executor(bk, options), args.host, args.port)
         print(json.dumps({"event": "ready", "host": args.host, "port": args.port}), flush=True)
         async with server:
@@ -42,9 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.ack_quorum <= args.write_quorum <= args.ensemble:
         print("error: need 1 <= --ack-quorum <= --write-quorum <= --ensemble", file=sys.stderr)
         return 254
+    try:
+        seeded = Bugs.from_env()  # the seeded bugs reach an agent through its environment
+    except UnknownBugError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 254
     # Its stdout is the agent's log: probes reached are `probe` lines there (as a bookie's).
     with contextlib.suppress(KeyboardInterrupt), listening(logged(EventLog(sys.stdout).emit)):
-        asyncio.run(_run(args))
+        asyncio.run(_run(args, seeded))
     return 0
 
 

@@ -43,8 +43,8 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"{message}; usage: python -m bookie_image.bookie --config FILE.toml")
 
 
-async def _serve(cfg: BookieConfig, events: EventLog) -> int:
-    service = BookieService(cfg, events, SystemClock())
+async def _serve(cfg: BookieConfig, events: EventLog, seeded: bugs.Bugs) -> int:
+    service = BookieService(cfg, events, SystemClock(), bugs=seeded)
     try:
         try:
             await service.start()
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         cfg = load_config(args.config)
-        bugs.active()  # an unknown seeded bug name is a bad environment, not a crash
+        seeded = bugs.Bugs.from_env()  # an unknown name is a bad environment, not a crash
     except (ConfigError, bugs.UnknownBugError) as exc:
         print(f"bookie: error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_CONFIG
     events = EventLog(stream, SystemClock(), bookie=cfg.bookie_id)
     with listening(logged(events.emit)):
-        return asyncio.run(_serve(cfg, events))
+        return asyncio.run(_serve(cfg, events, seeded))
 
 
 if __name__ == "__main__":

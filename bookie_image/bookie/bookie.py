@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from bookie_image.bugs import NO_BUGS, Bugs
 from bookie_image.probes import reach
 from bookie_image.protocol import (
     AddRequest,
@@ -54,14 +55,14 @@ class Bookie:
         journal: Journal,
         events: EventLog,
         ledger_dirs: Collection[Path] = (),
-        bugs: Collection[str] = (),
+        bugs: Bugs = NO_BUGS,
     ) -> None:
         self.store = store
         self.journal = journal
         self.events = events
         self._ledger_dirs = list(ledger_dirs)
-        self._no_truncate = "unbounded-no-truncate" in bugs
-        self._corrupt_as_missing = "corrupt-returns-noentry" in bugs
+        self._no_truncate = bugs.enabled("unbounded-no-truncate")
+        self._corrupt_as_missing = bugs.enabled("corrupt-returns-noentry")
         self.readonly: str | None = None  # why, when read-only
         self.on_mode_change: Callable[[bool], None] = lambda readonly: None
         self.restarted = False

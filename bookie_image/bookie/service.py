@@ -17,7 +17,7 @@ from typing import Any
 
 from kazoo.handlers.threading import KazooTimeoutError
 
-from bookie_image import bugs
+from bookie_image.bugs import NO_BUGS, Bugs
 from bookie_image.probes import reach
 
 from .bookie import Bookie
@@ -56,7 +56,8 @@ def _read_dir_cookie(layer: FileLayer) -> DirCookie:
 
 class BookieService:
     """``files`` (a :class:`FileLayer` per data dir) and ``zk_client`` (kazoo-compatible)
-    replace the real disk and ZooKeeper, as the clock and offload do: for a simulation."""
+    replace the real disk and ZooKeeper, as the clock and offload do: for a simulation.
+    ``bugs``: the seeded bugs this bookie has."""
 
     def __init__(
         self,
@@ -66,13 +67,14 @@ class BookieService:
         offload: Offload | None = None,
         files: Callable[..., FileLayer] = OsFileLayer,
         zk_client: Any = None,
+        bugs: Bugs = NO_BUGS,
     ) -> None:
         self.cfg = cfg
         self.events = events
         self.clock = clock or SystemClock()
         self.offload = offload or ThreadOffload()
-        self.bugs = bugs.active()
-        fsync = cfg.journal_fsync and "no-journal-fsync" not in self.bugs
+        self.bugs = bugs
+        fsync = cfg.journal_fsync and not bugs.enabled("no-journal-fsync")
         self.journal_files = files(cfg.journal_dir, fsync=fsync)
         self.ledger_files = [files(d) for d in cfg.ledger_dirs]
         self.registry = Registry(
@@ -91,7 +93,7 @@ class BookieService:
         cfg = self.cfg
         layers = [self.journal_files, *self.ledger_files]
         expected = Cookie.new(cfg.bookie_id, cfg.journal_dir, cfg.ledger_dirs)
-        if "no-cookie" in self.bugs:
+        if self.bugs.enabled("no-cookie"):
             self.events.emit("cookie-checked", action="skipped (seeded bug no-cookie)")
             return
         try:

@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
+from bookie_image.bugs import NO_BUGS, Bugs
 from bookie_image.client.errors import NotEnoughBookiesError
 from bookie_image.client.ledger import (
     ClientContext,
@@ -39,6 +40,8 @@ class BookKeeper:
     replaces TCP (e.g. by a simulated network); ``clock`` gives the wall-clock milliseconds
     recorded as a ledger's ctime. Every other timing goes through the running event loop.
     ``metadata`` replaces the ZooKeeper store built from ``zk`` (a simulation's own).
+    ``bugs``: the seeded bugs this client has (`bookie_image/bugs.py`; the store given as
+    ``metadata`` has its own). ``rng`` picks ensembles (a simulation passes a seeded one).
     """
 
     def __init__(
@@ -53,10 +56,18 @@ class BookKeeper:
         transport: BookieTransport | None = None,
         clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         metadata: ZkMetadataStore | None = None,
+        bugs: Bugs = NO_BUGS,
+        rng: random.Random | None = None,
     ) -> None:
-        self._store = metadata or ZkMetadataStore(zk, ledgers_root, timeout=zk_timeout)
+        self._store = metadata or ZkMetadataStore(zk, ledgers_root, timeout=zk_timeout, bugs=bugs)
         self._ctx = ClientContext(
-            self._store, transport or TcpTransport(), add_timeout, read_timeout, speculative_timeout
+            self._store,
+            transport or TcpTransport(),
+            add_timeout,
+            read_timeout,
+            speculative_timeout,
+            bugs,
+            rng or random.Random(),
         )
         self._clock = clock
 
@@ -130,7 +141,7 @@ class BookKeeper:
             ack_quorum=ack_quorum,
             digest=digest_type.name,
             password_hash=password_hash(password),
-            ensembles=((0, tuple(random.sample(available, ensemble))),),
+            ensembles=((0, tuple(self._ctx.rng.sample(available, ensemble))),),
             ctime_ms=self._clock(),
             custom=dict(custom or {}),
             unbounded=mode == "unbounded",

@@ -24,7 +24,8 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bookie_image import buggify, bugs
+from bookie_image import buggify
+from bookie_image.bugs import NO_BUGS, Bugs
 from bookie_image.client.errors import (
     BKError,
     BKTimeoutError,
@@ -95,13 +96,16 @@ def password_hash(password: bytes) -> str:
 
 @dataclass
 class ClientContext:
-    """What every handle of one client shares."""
+    """What every handle of one client shares: among it the seeded bugs it has and the
+    random stream it picks bookies with (a simulation's own, seeded, or a fresh one)."""
 
     store: ZkMetadataStore
     transport: BookieTransport
     add_timeout: float = 10.0
     read_timeout: float = 10.0
     speculative_timeout: float = 0.5
+    bugs: Bugs = NO_BUGS
+    rng: random.Random = field(default_factory=random.Random)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
     async def close(self) -> None:
@@ -132,18 +136,18 @@ def quorum_of(metadata: LedgerMetadata) -> QuorumConfig:
     return QuorumConfig(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
 
 
-def wire_id(metadata: LedgerMetadata) -> LedgerId:
+def wire_id(metadata: LedgerMetadata, bugs: Bugs) -> LedgerId:
     # The seeded bug drops the scope, so a 128-bit ledger talks to bookies as (0, id).
     scope = 0 if bugs.enabled("scope-id-ignored") else metadata.scope
     return LedgerId(scope, metadata.ledger)
 
 
 def decode_checked(
-    metadata: LedgerMetadata, master_key: bytes, data: bytes, entry_id: int
+    metadata: LedgerMetadata, master_key: bytes, data: bytes, entry_id: int, bugs: Bugs
 ) -> Entry:
     """Decode and verify an entry, and check it is the one asked for."""
     entry = decode_entry(data, metadata.digest, master_key)
-    if entry.header.entry_id != entry_id or entry.header.ledger != wire_id(metadata):
+    if entry.header.entry_id != entry_id or entry.header.ledger != wire_id(metadata, bugs):
         raise DigestError(
             f"asked for entry {entry_id} of {metadata.name}, got {entry.header.entry_id} "
             f"of {entry.header.ledger.qualified_name}"
@@ -180,7 +184,7 @@ def write_set_bookies(metadata: LedgerMetadata, entry_id: int) -> list[str]:
 
 
 def classify_read(
-    response: Any, metadata: LedgerMetadata, master_key: bytes, entry_id: int
+    response: Any, metadata: LedgerMetadata, master_key: bytes, entry_id: int, bugs: Bugs
 ) -> tuple[ReadOutcome, Entry | None]:
     """Positive only with a verified entry; negative only on an explicit "no such entry";
     everything else (no answer, EIO, a digest that does not verify, ...) is unknown."""
@@ -191,7 +195,7 @@ def classify_read(
     if response.status is Status.EOK:
         try:
             return ReadOutcome.POSITIVE, decode_checked(
-                metadata, master_key, response.entry, entry_id
+                metadata, master_key, response.entry, entry_id, bugs
             )
         except ProtocolError:
             pass
@@ -255,7 +259,7 @@ class ReadHandle:
         """Yield ``(entry_id, payload)`` for ``first..last`` inclusive, in order."""
         if first < 0 or last < first - 1:
             raise ValueError(f"bad read range first={first} last={last}")
-        if last > self.last_add_confirmed and not bugs.enabled("read-beyond-lac"):
+        if last > self.last_add_confirmed and not self._ctx.bugs.enabled("read-beyond-lac"):
             raise ValueError(
                 f"last={last} is beyond the last add confirmed ({self.last_add_confirmed}) "
                 f"of ledger {self.id}"
@@ -280,7 +284,7 @@ class ReadHandle:
         """Read one entry from the bookies of its write set, in write-set order. A bookie
         that has not answered within the speculative timeout is not waited for: the next
         one is asked too, and the first valid answer wins (a paused bookie costs little)."""
-        metadata = self.metadata
+        metadata, bugs = self.metadata, self._ctx.bugs
         order = write_set_bookies(metadata, entry_id)
         errors: list[BKError] = []
         asking: dict[asyncio.Future[Any], str] = {}
@@ -288,7 +292,7 @@ class ReadHandle:
             while order or asking:
                 if order:
                     bookie = order.pop(0)
-                    request = ReadRequest(next_request_id(), wire_id(metadata), entry_id)
+                    request = ReadRequest(next_request_id(), wire_id(metadata, bugs), entry_id)
                     future = asyncio.ensure_future(
                         self._ctx.request(bookie, request, self._ctx.read_timeout)
                     )
@@ -314,7 +318,7 @@ class ReadHandle:
                     else:
                         try:
                             return decode_checked(
-                                metadata, self._master_key, response.entry, entry_id
+                                metadata, self._master_key, response.entry, entry_id, bugs
                             )
                         except ProtocolError as exc:  # DigestError included
                             errors.append(
@@ -352,7 +356,8 @@ class ReadHandle:
         lac = previous = max(self._lac, first - 1)
         poll: dict[str, Any] = {"previous_lac": previous, "timeout_ms": wait_ms} if wait_ms else {}
         requests = {
-            b: ReadLacRequest(next_request_id(), wire_id(metadata), **poll) for b in bookies
+            b: ReadLacRequest(next_request_id(), wire_id(metadata, self._ctx.bugs), **poll)
+            for b in bookies
         }
         timeout = self._ctx.read_timeout + (wait_ms or 0) / 1000
         answered: set[int] = set()
@@ -420,7 +425,7 @@ class ReadHandle:
             return -1
         # The seeded bug takes the last entry a bookie stores for confirmed, so readers go
         # past the LAC onto entries recovery may still drop.
-        return header.entry_id if bugs.enabled("read-beyond-lac") else header.lac
+        return header.entry_id if self._ctx.bugs.enabled("read-beyond-lac") else header.lac
 
     async def copies(self, entry_id: int) -> dict[str, tuple[ReadOutcome, Entry | None]]:
         """Ask every bookie of the entry's write set for it, as a ledger checker does
@@ -428,12 +433,14 @@ class ReadHandle:
         the verified entry of each positive one."""
         metadata = self.metadata
         requests = {
-            bookie: ReadRequest(next_request_id(), wire_id(metadata), entry_id)
+            bookie: ReadRequest(next_request_id(), wire_id(metadata, self._ctx.bugs), entry_id)
             for bookie in write_set_bookies(metadata, entry_id)
         }
         found: dict[str, tuple[ReadOutcome, Entry | None]] = {}
         async for bookie, response in answers(self._ctx, requests, self._ctx.read_timeout):
-            found[bookie] = classify_read(response, metadata, self._master_key, entry_id)
+            found[bookie] = classify_read(
+                response, metadata, self._master_key, entry_id, self._ctx.bugs
+            )
         return found
 
     async def audit_copies(self) -> CopyAudit:
@@ -524,7 +531,7 @@ class Writer:
         self.versioned = versioned
         self.master_key = master_key
         self.config = quorum_of(versioned.metadata)
-        self.tracker = AckTracker(self.config, lac)
+        self.tracker = AckTracker(self.config, lac, ctx.bugs)
         self.recovery = recovery
         # Unbounded ledgers fence by term: every add carries the term this writer holds.
         self.term = versioned.metadata.term if versioned.metadata.unbounded else None
@@ -565,7 +572,7 @@ class Writer:
         self.length = self.length + len(payload) if length is None else length
         lac = self.frozen_lac if self.recovery else self.lac
         data = encode_entry(
-            wire_id(self.versioned.metadata),
+            wire_id(self.versioned.metadata, self.ctx.bugs),
             entry_id,
             lac,
             self.length,
@@ -662,7 +669,7 @@ class Writer:
             reach("recovery-writeback-bookie-failed", ledger=name, bookie=bookie)
         self._failed[slot] = bookie
         self._excluded.add(bookie)
-        if not bugs.enabled("ensemble-change-drops-pending"):
+        if not self.ctx.bugs.enabled("ensemble-change-drops-pending"):
             self.tracker.forget_bookie(slot)
         if self._changing is None:
             self._changing = self.ctx.spawn(self._change_ensemble())
@@ -724,7 +731,7 @@ class Writer:
                     self.versioned = await self.ctx.store.update(self.versioned, change)
                 for slot in targets:
                     del self._failed[slot]
-                if bugs.enabled("ensemble-change-drops-pending"):
+                if self.ctx.bugs.enabled("ensemble-change-drops-pending"):
                     # The seeded bug: entries already sent to a replaced bookie are not
                     # re-sent to its replacement, and that bookie's acks still count.
                     for pending in self._pending.values():
@@ -758,12 +765,12 @@ class Writer:
         if self._rotate:
             self._rotate = False
             if len(available) >= len(ensemble):
-                fresh = random.sample(available, len(ensemble))
+                fresh = self.ctx.rng.sample(available, len(ensemble))
                 return {slot: b for slot, b in enumerate(fresh) if b != ensemble[slot]}
         candidates = [b for b in available if b not in ensemble]
         if len(candidates) < len(self._failed):
             return None
-        random.shuffle(candidates)
+        self.ctx.rng.shuffle(candidates)
         return {slot: candidates.pop() for slot in self._failed}
 
     def check_owner(self, m: LedgerMetadata, *, may_have_happened: bool) -> None:

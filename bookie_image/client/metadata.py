@@ -45,7 +45,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
-from bookie_image import bugs
+from bookie_image.bugs import NO_BUGS, Bugs
 from bookie_image.client.errors import (
     LedgerExistsError,
     MetadataError,
@@ -200,7 +200,8 @@ class ZkMetadataStore:
     """Ledger metadata in ZooKeeper. kazoo is synchronous, so calls run in a thread.
 
     ``client`` (a kazoo-compatible client) and ``call`` (how a blocking call is awaited)
-    let a deterministic simulation put its own ZooKeeper behind the same store."""
+    let a deterministic simulation put its own ZooKeeper behind the same store. ``bugs``:
+    the seeded bugs of the client it serves."""
 
     def __init__(
         self,
@@ -210,8 +211,10 @@ class ZkMetadataStore:
         timeout: float = 10.0,
         client: Any = None,
         call: Callable[..., Awaitable[Any]] = asyncio.to_thread,
+        bugs: Bugs = NO_BUGS,
     ) -> None:
         self.root = root.rstrip("/") or "/"
+        self.bugs = bugs
         self._timeout = timeout
         self._zk = client if client is not None else KazooClient(hosts=hosts, timeout=timeout)
         self._run = call
@@ -280,7 +283,7 @@ class ZkMetadataStore:
             if wanted == current.metadata:
                 return current
             # The seeded bug writes blindly, overwriting whatever a racing client wrote.
-            version = -1 if bugs.enabled("metadata-blind-write") else current.version
+            version = -1 if self.bugs.enabled("metadata-blind-write") else current.version
             try:
                 stat = await self._call(
                     self._zk.set, self.path(wanted.name), wanted.to_json(), version, write=True

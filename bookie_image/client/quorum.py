@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from bookie_image import bugs
+from bookie_image.bugs import NO_BUGS, Bugs
 
 __all__ = [
     "AckTracker",
@@ -56,9 +56,12 @@ class AckTracker:
     of order waits for its predecessors (adds complete in entry order).
     """
 
-    def __init__(self, config: QuorumConfig, last_add_confirmed: int = -1) -> None:
+    def __init__(
+        self, config: QuorumConfig, last_add_confirmed: int = -1, bugs: Bugs = NO_BUGS
+    ) -> None:
         self.config = config
         self.last_add_confirmed = last_add_confirmed
+        self.bugs = bugs
         self._acks: dict[int, set[int]] = {}
 
     def expect(self, entry_id: int) -> None:
@@ -80,7 +83,7 @@ class AckTracker:
 
     def _advance(self) -> list[int]:
         # The seeded bug moves the LAC on the first ack instead of the ack quorum.
-        needed = 1 if bugs.enabled("lac-before-ack-quorum") else self.config.ack_quorum
+        needed = 1 if self.bugs.enabled("lac-before-ack-quorum") else self.config.ack_quorum
         done: list[int] = []
         while len(self._acks.get(self.last_add_confirmed + 1, ())) >= needed:
             self.last_add_confirmed += 1
@@ -144,14 +147,12 @@ class RecoveryReadTally:
     positives: int = 0
     negatives: int = 0
     unknowns: int = 0
-    _bug_unknown_is_negative: bool = field(
-        default_factory=lambda: bugs.enabled("recovery-unknown-as-negative")
-    )
+    bugs: Bugs = NO_BUGS
 
     def record(self, outcome: ReadOutcome) -> RecoveryDecision:
         if outcome is ReadOutcome.POSITIVE:
             self.positives += 1
-        elif outcome is ReadOutcome.NEGATIVE or self._bug_unknown_is_negative:
+        elif outcome is ReadOutcome.NEGATIVE or self.bugs.enabled("recovery-unknown-as-negative"):
             self.negatives += 1
         else:
             self.unknowns += 1

@@ -34,7 +34,8 @@ import contextlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bookie_image import buggify, bugs
+from bookie_image import buggify
+from bookie_image.bugs import Bugs
 from bookie_image.client.errors import (
     BKError,
     ConcurrentModificationError,
@@ -140,7 +141,7 @@ async def _recover(
         last_length = entry.header.length
         if is_noop(metadata, entry) and entry_id not in metadata.noops:
             leftover_noop = entry_id  # completed below, on every bookie
-        elif not bugs.enabled("no-recovery-writeback"):
+        elif not ctx.bugs.enabled("no-recovery-writeback"):
             if pause := buggify.delay("recovery-writeback-delay"):
                 await asyncio.sleep(pause)
             if not writebacks:
@@ -231,7 +232,13 @@ async def _truncating_noop(ctx: ClientContext, writer: Writer, entry_id: int, le
         await asyncio.sleep(pause)
     metadata = writer.versioned.metadata
     data = encode_entry(
-        wire_id(metadata), entry_id, entry_id - 1, length, NOOP, metadata.digest, writer.master_key
+        wire_id(metadata, ctx.bugs),
+        entry_id,
+        entry_id - 1,
+        length,
+        NOOP,
+        metadata.digest,
+        writer.master_key,
     )
     requests = {
         bookie: AddRequest(
@@ -280,7 +287,12 @@ async def _fence(
     unusable: set[int] = set()  # answered nothing, or something that does not fence
     requests = {
         bookie: ReadRequest(
-            next_request_id(), wire_id(metadata), -1, fence=True, master_key=master_key, term=term
+            next_request_id(),
+            wire_id(metadata, ctx.bugs),
+            -1,
+            fence=True,
+            master_key=master_key,
+            term=term,
         )
         for bookie in bookies
     }
@@ -319,11 +331,11 @@ async def _recovery_read(
 ) -> Entry | None:
     """Read ``entry_id`` from its write set; the entry, or None once it is proven absent."""
     config = quorum_of(metadata)
-    fence = not bugs.enabled("recovery-reads-no-fence")
+    fence = not ctx.bugs.enabled("recovery-reads-no-fence")
     requests = {
         bookie: ReadRequest(
             next_request_id(),
-            wire_id(metadata),
+            wire_id(metadata, ctx.bugs),
             entry_id,
             fence=fence,
             master_key=master_key if fence else None,
@@ -331,9 +343,9 @@ async def _recovery_read(
         )
         for bookie in write_set_bookies(metadata, entry_id)
     }
-    tally = RecoveryReadTally(config)
+    tally = RecoveryReadTally(config, bugs=ctx.bugs)
     async for _, response in answers(ctx, requests, ctx.read_timeout):
-        outcome, entry = _classify(response, metadata, master_key, entry_id)
+        outcome, entry = _classify(response, metadata, master_key, entry_id, ctx.bugs)
         if outcome is not ReadOutcome.POSITIVE:
             reach(_READ_PROBES[outcome, response is None], ledger=metadata.name, entry=entry_id)
         decision = tally.record(outcome)
@@ -364,12 +376,12 @@ _READ_PROBES = {
 
 
 def _classify(
-    response: Any, metadata: LedgerMetadata, master_key: bytes, entry_id: int
+    response: Any, metadata: LedgerMetadata, master_key: bytes, entry_id: int, bugs: Bugs
 ) -> tuple[ReadOutcome, Entry | None]:
     """`classify_read`, except that a newer term's refusal ends the recovery."""
     if response is not None and response.status is Status.EINVALIDTERM:
         raise _newer_term(metadata)
-    return classify_read(response, metadata, master_key, entry_id)
+    return classify_read(response, metadata, master_key, entry_id, bugs)
 
 
 async def _length_at(

@@ -5,9 +5,10 @@ ZooKeeper, the bookies and the client agents run on a simulated event loop
 workload, the generator and the checkers are the ones every runtime uses, and the
 history has the same format, timed by the virtual clock. All randomness comes from one
 `random.Random(seed)`: the workload's and the nemesis's rngs are the controller's own
-seeded ones, the network and the disks draw from the simulation's, and the module-level
-`random` the client uses to pick ensembles is seeded from it for the run. So the same
-seed gives a byte-identical history, in the same process or (with the same
+seeded ones, the network and the disks draw from the simulation's, and so does the stream
+the clients pick ensembles with. The bookies and clients are given the seeded bugs when
+they are built; nothing is read from or written to the process's environment. So the
+same seed gives a byte-identical history, in the same process or (with the same
 PYTHONHASHSEED) in another.
 
 A simulated second costs far less than a real one: nothing waits, time jumps to the
@@ -17,15 +18,13 @@ next timer when every node is idle.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import json
-import os
 import random
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,26 +137,10 @@ class SimResult:
     errors: list[dict[str, Any]]
 
 
-@contextlib.contextmanager
-def _process_state(spec: SimSpec, rng: random.Random) -> Iterator[Path]:
-    """What the product reads from the process, set for one run and restored after: the
-    seeded-bug switch, the module-level random, and a scratch dir for SQLite indexes."""
-    saved_random = random.getstate()
-    saved_bugs = os.environ.get(bugs.ENV_VAR)
-    random.seed(rng.getrandbits(64))
-    os.environ[bugs.ENV_VAR] = ",".join(spec.bugs)
+def _scratch() -> tempfile.TemporaryDirectory[str]:
+    """A scratch dir for the bookies' SQLite indexes, in memory where there is one."""
     shm = Path("/dev/shm")
-    try:
-        with tempfile.TemporaryDirectory(
-            prefix="bkchaos-sim-", dir=shm if shm.is_dir() else None
-        ) as scratch:
-            yield Path(scratch)
-    finally:
-        random.setstate(saved_random)
-        if saved_bugs is None:
-            os.environ.pop(bugs.ENV_VAR, None)
-        else:
-            os.environ[bugs.ENV_VAR] = saved_bugs
+    return tempfile.TemporaryDirectory(prefix="bkchaos-sim-", dir=shm if shm.is_dir() else None)
 
 
 def run_sim(
@@ -197,15 +180,18 @@ def run_sim(
     if on_progress is not None:
         counters.listener = lambda: on_progress(counters, loop.time())
     loop.network = Network(loop, random.Random(rng.getrandbits(64)), spec.latency, spec.loss)
+    clients_rng = random.Random(rng.getrandbits(64))
     with (
-        _process_state(spec, rng) as scratch,
+        _scratch() as scratch,
         listening(heard),
         perturbing(spec.seed, spec.buggify) as perturbed,
     ):
         cluster = SimCluster(
             loop,
-            scratch,
+            Path(scratch),
             run_dir / "logs",
+            bugs.Bugs(spec.bugs),
+            clients_rng,
             bookies=spec.bookies,
             clients=spec.clients,
             add_timeout=spec.add_timeout,

@@ -4,12 +4,15 @@ Nodes: ZooKeeper (`zk`, the in-memory `SimZooKeeper`), bookies `b1…bN` (each a
 `BookieService` with its data dirs on `SimDisk`s, its kazoo client on a `SimZkClient`
 session and its clock a `SimClock`) and client agents `c1…cM` (each a real `BookKeeper`
 whose TCP transport runs over the simulated network, driven by the real agent
-`Executor`, so ops are classified ok / fail / info exactly as on real hosts).
+`Executor`, so ops are classified ok / fail / info exactly as on real hosts). Every
+bookie and client is built with the run's seeded bugs; the clients pick bookies from the
+one seeded random stream they share.
 """
 
 from __future__ import annotations
 
 import io
+import random
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from bookie_image.bookie.config import BookieConfig
 from bookie_image.bookie.env import InlineOffload
 from bookie_image.bookie.events import EventLog
 from bookie_image.bookie.service import BookieService
+from bookie_image.bugs import Bugs
 from bookie_image.client import BookKeeper
 from bookie_image.client.metadata import ZkMetadataStore
 from harness.sim.disk import SimDisk, SimFileLayer
@@ -94,6 +98,7 @@ class SimBookie:
             InlineOffload(),
             files=self._files,
             zk_client=self.zk,
+            bugs=self.cluster.bugs,
         )
         try:
             await loop.spawn(self.name, service.start())
@@ -131,6 +136,7 @@ class SimAgent:
             client=cluster.zk.client(ZK_SESSION_S),
             call=zk_call(network, ZK_SESSION_S),
             timeout=ZK_SESSION_S,
+            bugs=cluster.bugs,
         )
         clock = SimClock(cluster.loop, cluster.skews, name)
         self.bk = BookKeeper(
@@ -139,6 +145,8 @@ class SimAgent:
             clock=clock.millis,
             add_timeout=add_timeout,
             read_timeout=add_timeout,
+            bugs=cluster.bugs,
+            rng=cluster.clients_rng,
         )
         self.executor = Executor(self.bk)
 
@@ -167,11 +175,15 @@ class SimCluster:
         loop: SimLoop,
         scratch: Path,
         logs: Path,
+        bugs: Bugs,
+        clients_rng: random.Random,
         bookies: int = 3,
         clients: int = 2,
         add_timeout: float = 2.0,
     ) -> None:
         self.loop = loop
+        self.bugs = bugs
+        self.clients_rng = clients_rng
         self.zk = SimZooKeeper(loop, self._reaches_zookeeper)
         self.skews: dict[str, float] = {}
         self._logs: list[io.TextIOBase] = []

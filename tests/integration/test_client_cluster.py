@@ -179,13 +179,11 @@ def test_sync_facade_tails_a_ledger_that_is_still_open(local_cluster) -> None:
 
 
 @pytest.mark.parametrize("bug", [False, True])
-async def test_128_bit_ledger_ids(
-    local_cluster, monkeypatch: pytest.MonkeyPatch, bug: bool
-) -> None:
+async def test_128_bit_ledger_ids(local_cluster, bug: bool) -> None:
     """A BP-35 ledger (scope 7, id 0) and the 64-bit ledger 0 are different ledgers; with
     ``scope-id-ignored`` the client drops the scope on the wire and they share storage."""
-    monkeypatch.setenv(bugs.ENV_VAR, "scope-id-ignored" if bug else "")
-    async with client(local_cluster) as bk:
+    seeded = bugs.Bugs({"scope-id-ignored"} if bug else ())
+    async with client(local_cluster, bugs=seeded) as bk:
         plain = await bk.create_ledger(ensemble=3, write_quorum=3, ack_quorum=3, password=b"pw")
         scoped = await bk.create_ledger(
             ensemble=3, write_quorum=3, ack_quorum=3, password=b"pw", id_bits=128, scope=7
@@ -272,9 +270,7 @@ async def test_negative_threshold_on_real_bookies(
 
 
 @pytest.mark.parametrize("bug", [False, True])
-async def test_unknown_answers_are_never_negatives(
-    local_cluster, monkeypatch: pytest.MonkeyPatch, bug: bool
-) -> None:
+async def test_unknown_answers_are_never_negatives(local_cluster, bug: bool) -> None:
     """Reference 003 on real bookies: WQ=3, AQ=2; entry 3 is acknowledged by b1 and b2 and
     never reached b3. At recovery b1 and b2 cannot be heard on reads, b3 says ENOENTRY: one
     negative, below (WQ−AQ)+1 = 2, so recovery must abort rather than close at 2. With
@@ -295,8 +291,9 @@ async def test_unknown_answers_are_never_negatives(
         lh = await bk1.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2, password=b"pw")
         ensemble = lh.metadata.ensembles[0][1]
         assert [await lh.append(b"u%d" % i) for i in range(4)] == [0, 1, 2, 3]
-    monkeypatch.setenv(bugs.ENV_VAR, "recovery-unknown-as-negative" if bug else "")
-    async with client(local_cluster, transport=DroppingTransport(cannot_hear_b1_b2_reads)) as bk2:
+    seeded = bugs.Bugs({"recovery-unknown-as-negative"} if bug else ())
+    bk2 = client(local_cluster, transport=DroppingTransport(cannot_hear_b1_b2_reads), bugs=seeded)
+    async with bk2:
         if bug:
             rh = await bk2.open_ledger(lh.id, password=b"pw", recovery=True)
             assert rh.metadata.last_entry_id == 2  # acknowledged entry 3 truncated away

@@ -131,6 +131,8 @@ class Sim:
     zk: str
     root: str
     bookies: dict[str, ScriptedBookie]
+    bugs: bugs.Bugs = bugs.NO_BUGS
+    """The seeded bugs of the clients made from here on."""
 
     def client(self, add_timeout: float = 0.3, read_timeout: float = 0.3) -> BookKeeper:
         return BookKeeper(
@@ -140,6 +142,7 @@ class Sim:
             add_timeout=add_timeout,
             read_timeout=read_timeout,
             speculative_timeout=0.05,
+            bugs=self.bugs,
         )
 
     def holders(self, entry_id: int) -> set[str]:
@@ -156,11 +159,6 @@ async def sim(zookeeper: str, ledgers_root: str) -> AsyncIterator[Sim]:
     yield Sim(zookeeper, ledgers_root, bookies)
     zk.stop()
     zk.close()
-
-
-@pytest.fixture(autouse=True)
-def _no_bugs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(bugs.ENV_VAR, raising=False)
 
 
 async def test_striping_and_pipelined_adds_complete_in_order(sim: Sim) -> None:
@@ -256,12 +254,11 @@ async def test_recovery_recovers_and_writes_back_an_unacknowledged_entry(sim: Si
 
 
 @pytest.mark.parametrize("bug", [False, True])
-async def test_unknown_answers_are_never_negatives(
-    sim: Sim, monkeypatch: pytest.MonkeyPatch, bug: bool
-) -> None:
+async def test_unknown_answers_are_never_negatives(sim: Sim, bug: bool) -> None:
     """003: WQ=3, AQ=2; entry 3 acked by b1 and b2; at recovery b3 says ENOENTRY and b1, b2
     answer EIO. One negative is below the (WQ-AQ)+1 = 2 threshold: recovery must abort.
     With ``recovery-unknown-as-negative`` it closes at 2 and truncates an acked entry."""
+    _switch(sim, "recovery-unknown-as-negative", bug)  # only recovery (bk2) asks
     async with sim.client() as bk1, sim.client() as bk2:
         lh = await bk1.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2)
         b1, b2, b3 = (sim.bookies[b] for b in lh.metadata.ensembles[0][1])
@@ -271,7 +268,6 @@ async def test_unknown_answers_are_never_negatives(
         assert await lh.append(b"3") == 3
         b1.read_status = b2.read_status = Status.EIO
         if bug:
-            monkeypatch.setenv(bugs.ENV_VAR, "recovery-unknown-as-negative")
             rh = await bk2.open_ledger(lh.id, recovery=True)
             assert rh.metadata.last_entry_id == 2  # truncated: acked entry 3 is lost
         else:
@@ -465,15 +461,15 @@ async def _collect(items: AsyncIterator[tuple[int, bytes]]) -> list[bytes]:
 # -- seeded bugs in the client: each shows its wrong behaviour when on, the right one when off
 
 
-def _switch(monkeypatch: pytest.MonkeyPatch, bug: str, on: bool) -> None:
-    monkeypatch.setenv(bugs.ENV_VAR, bug if on else "")
+def _switch(sim: Sim, bug: str, on: bool) -> None:
+    sim.bugs = bugs.Bugs({bug} if on else ())
 
 
 @pytest.mark.parametrize("on", [False, True])
-async def test_bug_read_beyond_lac(sim: Sim, monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+async def test_bug_read_beyond_lac(sim: Sim, on: bool) -> None:
     """Entry 3 reached b1 only (not acknowledged). A tail reader must not see it: recovery
     can drop it, as it does here (b2, b3 say ENOENTRY, b1 does not answer reads)."""
-    _switch(monkeypatch, "read-beyond-lac", on)
+    _switch(sim, "read-beyond-lac", on)
     async with sim.client() as bk1, sim.client() as bk2, sim.client() as bk3:
         lh = await bk1.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2)
         for i in range(3):
@@ -503,10 +499,8 @@ async def test_bug_read_beyond_lac(sim: Sim, monkeypatch: pytest.MonkeyPatch, on
 
 
 @pytest.mark.parametrize("on", [False, True])
-async def test_bug_lac_before_ack_quorum(
-    sim: Sim, monkeypatch: pytest.MonkeyPatch, on: bool
-) -> None:
-    _switch(monkeypatch, "lac-before-ack-quorum", on)
+async def test_bug_lac_before_ack_quorum(sim: Sim, on: bool) -> None:
+    _switch(sim, "lac-before-ack-quorum", on)
     async with sim.client(add_timeout=30) as bk:
         lh = await bk.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2)
         for bookie in lh.metadata.ensembles[0][1][1:]:
@@ -519,10 +513,8 @@ async def test_bug_lac_before_ack_quorum(
 
 
 @pytest.mark.parametrize("on", [False, True])
-async def test_bug_no_recovery_writeback(
-    sim: Sim, monkeypatch: pytest.MonkeyPatch, on: bool
-) -> None:
-    _switch(monkeypatch, "no-recovery-writeback", on)
+async def test_bug_no_recovery_writeback(sim: Sim, on: bool) -> None:
+    _switch(sim, "no-recovery-writeback", on)
     async with sim.client() as bk1, sim.client() as bk2:
         lh = await bk1.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2)
         await lh.append(b"0")
@@ -595,10 +587,8 @@ async def test_only_a_closed_ledger_is_audited(sim: Sim) -> None:
 
 
 @pytest.mark.parametrize("on", [False, True])
-async def test_bug_recovery_reads_no_fence(
-    sim: Sim, monkeypatch: pytest.MonkeyPatch, on: bool
-) -> None:
-    _switch(monkeypatch, "recovery-reads-no-fence", on)
+async def test_bug_recovery_reads_no_fence(sim: Sim, on: bool) -> None:
+    _switch(sim, "recovery-reads-no-fence", on)
     async with sim.client() as bk1, sim.client() as bk2:
         lh = await bk1.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2)
         for i in range(3):
@@ -614,15 +604,13 @@ async def test_bug_recovery_reads_no_fence(
 
 
 @pytest.mark.parametrize("on", [False, True])
-async def test_bug_ensemble_change_drops_pending(
-    sim: Sim, monkeypatch: pytest.MonkeyPatch, on: bool
-) -> None:
+async def test_bug_ensemble_change_drops_pending(sim: Sim, on: bool) -> None:
     """Entry 0 is acked by b1, which then fails on entry 1 before b2 answers; b3 never gets
     entry 0 and fails too. Done right, entry 0 is re-sent to both replacements and b1's ack
     is forgotten. With the bug b1's ack still counts and the replacements never get entry 0:
     it is acknowledged but stored, by the metadata's account, on b2 alone; a recovery while
     b2 is down truncates it."""
-    _switch(monkeypatch, "ensemble-change-drops-pending", on)
+    _switch(sim, "ensemble-change-drops-pending", on)
     async with sim.client() as bk1, sim.client() as bk2:
         lh = await bk1.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2)
         b1, b2, b3 = (sim.bookies[b] for b in lh.metadata.ensembles[0][1])

@@ -91,13 +91,17 @@ async def test_mutate_can_refuse_after_reread(store: ZkMetadataStore) -> None:
 
 
 async def test_blind_write_bug_overwrites(
-    store: ZkMetadataStore, monkeypatch: pytest.MonkeyPatch
+    store: ZkMetadataStore, zookeeper: str, ledgers_root: str
 ) -> None:
     lid = await store.new_ledger_id()
     stale = await store.create(_metadata(lid))
     await store.update(stale, lambda m: replace(m, state=LedgerState.IN_RECOVERY))
-    monkeypatch.setenv(bugs.ENV_VAR, "metadata-blind-write")
-    await store.update(stale, lambda m: replace(m, last_entry_id=3))
+    blind = ZkMetadataStore(zookeeper, ledgers_root, bugs=bugs.Bugs({"metadata-blind-write"}))
+    await blind.start()
+    try:
+        await blind.update(stale, lambda m: replace(m, last_entry_id=3))
+    finally:
+        await blind.close()
     assert (await store.read(lid)).metadata.state is LedgerState.OPEN  # recovery lost
 
 

@@ -8,6 +8,7 @@ import asyncio
 import random
 from pathlib import Path
 
+from bookie_image.bugs import NO_BUGS
 from harness.sim.cluster import ZK_SESSION_S, SimCluster
 from harness.sim.loop import SimLoop
 from harness.sim.nemesis import SimNemesis
@@ -23,7 +24,9 @@ def test_a_bookie_cut_off_longer_than_its_session_timeout_is_unregistered_until_
     bookie does when kazoo says LOST then CONNECTED."""
     loop = SimLoop()
     loop.network = Network(loop, random.Random(0))
-    cluster = SimCluster(loop, tmp_path / "disks", tmp_path / "logs", bookies=3, clients=1)
+    cluster = SimCluster(
+        loop, tmp_path / "disks", tmp_path / "logs", NO_BUGS, random.Random(0), bookies=3, clients=1
+    )
     nemesis = SimNemesis(cluster, random.Random(0))
     seen: dict[str, list[str]] = {}
 

@@ -23,6 +23,7 @@ from bookie_image.bookie.events import EventLog
 from bookie_image.bookie.files import MANIFEST, OsFileLayer
 from bookie_image.bookie.journal import Journal, journal_seqs, replay
 from bookie_image.bookie.storage import PILE_UP_BYTES, Store
+from bookie_image.bugs import NO_BUGS, Bugs
 from bookie_image.protocol import (
     AddRequest,
     DigestType,
@@ -48,7 +49,7 @@ def entry(ledger: LedgerId, entry_id: int, lac: int = -1, payload: bytes = b"x")
 class Node:
     """One bookie's storage stack on `root`; reopen it to simulate a restart."""
 
-    def __init__(self, root: Path, max_wait_s: float = 0.001, bugs: tuple[str, ...] = ()):
+    def __init__(self, root: Path, max_wait_s: float = 0.001, bugs: Bugs = NO_BUGS):
         self.root = root
         self.log = io.StringIO()
         self.journal_files = OsFileLayer(root / "journal")
@@ -310,7 +311,7 @@ async def test_seeded_bug_corrupt_returns_noentry(tmp_path: Path) -> None:
     await node.checkpoint()
     await node.crash()
     _corrupt_entry(tmp_path, b"C" * 100)
-    node = await Node.open(tmp_path, bugs=("corrupt-returns-noentry",))
+    node = await Node.open(tmp_path, bugs=Bugs({"corrupt-returns-noentry"}))
     assert (await read(node, L1, 0)).status == Status.ENOENTRY
     await node.crash()
 
@@ -546,7 +547,7 @@ async def test_concurrent_checkpoints_run_one_after_the_other(tmp_path: Path) ->
 
 
 async def test_seeded_bug_unbounded_no_truncate(tmp_path: Path) -> None:
-    node = await Node.open(tmp_path, bugs=("unbounded-no-truncate",))
+    node = await Node.open(tmp_path, bugs=Bugs({"unbounded-no-truncate"}))
     for i in range(3):
         assert await add(node, L1, i) == Status.EOK
     assert await add(node, L1, 0, recovery=True, truncate=True) == Status.EOK

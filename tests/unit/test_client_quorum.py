@@ -23,11 +23,6 @@ from bookie_image.client.quorum import (
 P, N, U = ReadOutcome.POSITIVE, ReadOutcome.NEGATIVE, ReadOutcome.UNKNOWN
 
 
-@pytest.fixture(autouse=True)
-def _no_bugs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(bugs.ENV_VAR, raising=False)
-
-
 def test_config_validates() -> None:
     with pytest.raises(ValueError, match="write_quorum=4"):
         QuorumConfig(3, 4, 2)
@@ -55,9 +50,8 @@ def test_lac_moves_only_over_contiguous_ack_quorum_prefix() -> None:
     assert t.ack(2, 2) == [] and t.ack(2, 0) == [2]
 
 
-def test_lac_before_ack_quorum_bug(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(bugs.ENV_VAR, "lac-before-ack-quorum")
-    t = AckTracker(QuorumConfig(3, 3, 2))
+def test_lac_before_ack_quorum_bug() -> None:
+    t = AckTracker(QuorumConfig(3, 3, 2), bugs=bugs.Bugs({"lac-before-ack-quorum"}))
     t.expect(0)
     assert t.ack(0, 0) == [0]
 
@@ -98,9 +92,8 @@ def test_reference_examples_wq3_aq2() -> None:
     assert [t.record(x) for x in (N, U, U)][-1] is RecoveryDecision.UNKNOWN
 
 
-def test_unknown_as_negative_bug(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(bugs.ENV_VAR, "recovery-unknown-as-negative")
-    t = RecoveryReadTally(QuorumConfig(3, 3, 2))
+def test_unknown_as_negative_bug() -> None:
+    t = RecoveryReadTally(QuorumConfig(3, 3, 2), bugs=bugs.Bugs({"recovery-unknown-as-negative"}))
     assert [t.record(x) for x in (N, U)][-1] is RecoveryDecision.UNRECOVERABLE
 
 
