@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from bookie_image.client.errors import BKError, MetadataError
-from bookie_image.client.ledger import Writer, _PendingAdd
+from bookie_image.client.ledger import ClientContext, Writer, _PendingAdd
 from bookie_image.client.metadata import LedgerMetadata, Versioned
 
 METADATA = LedgerMetadata(
@@ -22,8 +22,10 @@ METADATA = LedgerMetadata(
 
 
 def writer_with(stored: dict[int, set[int]], lac: int) -> Writer:
-    """A writer whose confirmed-but-unretired entries were acked by these slots."""
-    writer = Writer(None, Versioned(METADATA, 0), b"", lac=lac, length=0)  # type: ignore[arg-type]
+    """A writer whose confirmed-but-unretired entries were acked by these slots (it talks
+    to no store or bookie)."""
+    offline = ClientContext(None, None)  # type: ignore[arg-type]
+    writer = Writer(offline, Versioned(METADATA, 0), b"", lac=lac, length=0)
     for entry_id, slots in stored.items():
         writer._pending[entry_id] = _PendingAdd(entry_id, 0, b"", None, None, stored=slots)  # type: ignore[arg-type]
     return writer
