@@ -15,7 +15,6 @@ was invalid.
 from __future__ import annotations
 
 import datetime as dt
-import html
 import importlib.util
 import itertools
 import json
@@ -402,98 +401,17 @@ def write_summary(summary: dict[str, Any], store: Path) -> Path:
 
 
 def render_html(summary: dict[str, Any]) -> str:
-    """A self-contained page: the failures first, then what changed, then everything."""
-    e = html.escape
-    runs = summary["runs"]
+    """A self-contained page (harness/report/templates/nightly.html.j2): the failures
+    first, then what changed, then everything."""
+    from harness.report.render import environment
+
     clean_bad = len(summary["failures"])
     headline = (
         f"{clean_bad} clean run(s) not valid"
         if clean_bad
         else "every clean run valid"
-        if runs
+        if summary["runs"]
         else "no runs"
     )
-    parts = [
-        f"<h1>bkchaos nightly {e(summary['date'])}</h1>",
-        f"<p class={'bad' if summary['exit_code'] else 'good'}><b>{e(headline)}</b> · "
-        f"{len(runs)} runs of {summary['cells']} cells in {summary.get('elapsed_s', 0):g}s "
-        f"(budget {summary['budget_s']:g}s, {summary['run_length_s']:g}s each) · "
-        f"exit code {summary['exit_code']}"
-        + (" · <b>interrupted</b>" if summary.get("interrupted") else "")
-        + "</p>",
-        "<h2>Failed tonight</h2>",
-        _runs_table(summary["failures"]) if summary["failures"] else "<p>nothing</p>",
-        f"<h2>New since {e(summary['previous_date'] or 'the first night')}</h2>",
-        _items(summary["new"]),
-        "<h2>Resolved since then</h2>",
-        _items(summary["resolved"]),
-        "<h2>Seeded bug detection</h2>",
-        _detection_table(summary["detection"]),
-        "<h2>Spark analysis</h2>",
-        _analysis(summary["analysis"]),
-        "<h2>All runs</h2>",
-        _runs_table(runs) if runs else "<p>none</p>",
-        "<h2>Not run tonight (budget)</h2>",
-        _items(summary["not_run"]),
-    ]
-    return (
-        "<!doctype html><html><head><meta charset=utf-8>"
-        f"<title>bkchaos nightly {e(summary['date'])}</title><style>{_CSS}</style></head>"
-        f"<body>{''.join(parts)}</body></html>\n"
-    )
-
-
-_CSS = (
-    "body{font-family:sans-serif;margin:2em;max-width:80em}"
-    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;"
-    "text-align:left;vertical-align:top}.bad{color:#b00}.good{color:#070}"
-    ".invalid,.error{background:#fdd}.unknown,.missed{background:#ffd}.caught{background:#dfd}"
-    "code{font-size:85%}"
-)
-
-
-def _runs_table(runs: list[dict[str, Any]]) -> str:
-    e = html.escape
-    rows = []
-    for run in runs:
-        target = run["report"] or run["run_dir"]
-        link = f"<a href='../../{e(target)}'>{e(run['run_dir'])}</a>" if target else "–"
-        detail = ", ".join(run["anomaly_types"]) or run.get("error", "")
-        shade = run["verdict"]
-        if not run["clean"] and shade in ("valid", "invalid"):  # a seeded bug should be caught
-            shade = "caught" if shade == "invalid" else "missed"
-        rows.append(
-            f"<tr class={shade}><td>{e(run['cell'])}</td><td>{run['seed']}</td>"
-            f"<td>{e(run['verdict'])}</td><td>{e(detail)}</td><td>{run.get('seconds', '')}</td>"
-            f"<td>{link}</td><td><code>{e(run['replay'])}</code></td></tr>"
-        )
-    return (
-        "<table><tr><th>cell</th><th>seed</th><th>verdict</th><th>anomalies</th><th>s</th>"
-        f"<th>run</th><th>replay</th></tr>{''.join(rows)}</table>"
-    )
-
-
-def _detection_table(detection: dict[str, dict[str, Any]]) -> str:
-    if not detection:
-        return "<p>no seeded bugs tonight</p>"
-    rows = "".join(
-        f"<tr><td>{html.escape(bug)}</td><td>{d['detected']}/{d['runs']}</td>"
-        f"<td>{d['rate']:.0%}</td><td>{html.escape(', '.join(d['anomaly_types']))}</td></tr>"
-        for bug, d in sorted(detection.items())
-    )
-    return (
-        f"<table><tr><th>bugs</th><th>caught</th><th>rate</th><th>anomalies</th></tr>{rows}</table>"
-    )
-
-
-def _analysis(analysis: dict[str, Any]) -> str:
-    text = analysis.get("message") or analysis.get("output") or ""
-    trends = analysis.get("trends")
-    link = f" · <a href='../../{html.escape(trends)}'>trends across nights</a>" if trends else ""
-    return f"<p>{html.escape(analysis['status'])}{link}</p><pre>{html.escape(text)}</pre>"
-
-
-def _items(items: list[str]) -> str:
-    if not items:
-        return "<p>nothing</p>"
-    return "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"
+    page = environment().get_template("nightly.html.j2")
+    return page.render(summary=summary, headline=headline) + "\n"

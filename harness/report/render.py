@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 
+from checkers import pages
 from harness.coverage import coverage_view
 from harness.errors import UserError
 from harness.report import figures
@@ -39,14 +40,8 @@ log = logging.getLogger(__name__)
 
 
 def environment() -> jinja2.Environment:
-    """The templates of reports and of `bkchaos serve`, HTML-escaped by default."""
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("harness.report", "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    """The templates of reports, of `bkchaos serve` and of the nightly summary."""
+    env = pages.environment("harness.report")
     env.filters["verdict"] = lambda v: VERDICTS.get(v, "unknown")
     env.filters["pretty"] = lambda v: json.dumps(v, indent=1, default=str)
     return env
