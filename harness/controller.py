@@ -17,13 +17,16 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.generator import Context, Generator, Pending, Workload, clients, interleave, nemesis
 from core.history import HistoryWriter
 from harness.agent_client import AgentConnection
 from nemesis.base import Nemesis
 from nemesis.schedule import START_STOP
+
+if TYPE_CHECKING:
+    from harness.testspec import TestSpec
 
 log = logging.getLogger("bkchaos.controller")
 _STARTS = {start: kind for kind, (start, _) in START_STOP.items()}
@@ -112,6 +115,40 @@ class Controller:
     _sleepers: dict[asyncio.Future[None], None] = field(default_factory=dict)
     """Workers waiting for a generator's due time; a worker that finishes wakes them, in
     the order they went to sleep (a set's order would vary between runs of one seed)."""
+
+    @classmethod
+    def for_test(
+        cls,
+        spec: TestSpec,
+        *,
+        history: HistoryWriter,
+        workload: Workload,
+        agents: list[tuple[str, str, int]],
+        nemesis: Nemesis,
+        fault_schedule: Generator | None,
+        counters: RunCounters,
+        bookie_names: dict[str, str],
+        **seams: Any,
+    ) -> Controller:
+        """The controller of `spec`'s run, whichever runtime runs it: the seed, workers,
+        length, rate and op timeout are the spec's; the parts are the runtime's, and
+        `seams` (`wait_for_cluster`, `connect`) what differs between real and simulated
+        nodes."""
+        return cls(
+            history=history,
+            workload=workload,
+            agents=agents,
+            nemesis=nemesis,
+            fault_schedule=fault_schedule,
+            seed=spec.seed,
+            concurrency=spec.concurrency,
+            time_limit=spec.time_limit,
+            op_timeout=spec.op_timeout,
+            rate=spec.rate,
+            counters=counters,
+            bookie_names=bookie_names,
+            **seams,
+        )
 
     async def run(self) -> None:
         client_rng = random.Random(self.seed)

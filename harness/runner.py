@@ -182,20 +182,16 @@ def _run_cluster(
             cluster.up()
             log.info("cluster up: run id %s", getattr(cluster, "run_id", None))
             schedule = _cluster_schedule(spec, cluster)
-            controller = Controller(
+            controller = Controller.for_test(
+                spec,
                 history=history,
                 workload=WORKLOADS[spec.workload](spec),
                 agents=[(a.name, a.host, a.port) for a in cluster.agents],
                 nemesis=_nemesis(cluster, spec.seed),
                 fault_schedule=schedule,
-                seed=spec.seed,
-                concurrency=spec.concurrency,
-                time_limit=spec.time_limit,
-                op_timeout=spec.op_timeout,
-                rate=spec.rate,
-                wait_for_cluster=_wait_until_serving(cluster),
                 counters=counters,
                 bookie_names={b.id: b.name for b in cluster.bookies},
+                wait_for_cluster=_wait_until_serving(cluster),
             )
             asyncio.run(_with_progress(controller, history, on_progress))
         except KeyboardInterrupt:

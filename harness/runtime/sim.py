@@ -213,19 +213,15 @@ def run_sim(
                 controller = functools.partial(
                     _controller,
                     triggers,
+                    spec,
                     history=history,
                     workload=workload or _default_workload(spec),
                     agents=[(name, "sim", 0) for name in cluster.agents],
                     nemesis=nemesis,
                     fault_schedule=faults,
-                    seed=spec.seed,
-                    concurrency=spec.concurrency,
-                    time_limit=spec.time_limit,
-                    op_timeout=spec.op_timeout,
-                    rate=spec.rate,
                     counters=counters,
-                    connect=cluster.connect,
                     bookie_names={b.id: name for name, b in cluster.bookies.items()},
+                    connect=cluster.connect,
                 )
                 loop.run_until_complete(_settled(cluster, controller, perturbed))
         finally:
@@ -244,9 +240,9 @@ def run_sim(
     return SimResult(results, loop.time(), loop.errors)
 
 
-def _controller(triggers: TriggeredFaults | None, **settings: Any) -> Controller:
+def _controller(triggers: TriggeredFaults | None, spec: SimSpec, **parts: Any) -> Controller:
     """The run's controller; triggered faults wake its nemesis worker when they fire."""
-    controller = Controller(**settings)
+    controller = Controller.for_test(spec, **parts)
     if triggers is not None:
         triggers.wake = controller.nudge
     return controller
