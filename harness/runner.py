@@ -227,7 +227,7 @@ def _run_simulated(
     run's are (results.json, report, `latest`)."""
     from harness.runtime.sim import SimSpec, run_sim
 
-    sim = SimSpec(**{name: getattr(spec, name) for name in SIM_SETTINGS})
+    sim = SimSpec.of(spec)
     pool = tuple(spec.client_names() if spec.targets == "client" else spec.bookie_names())
     workload = WORKLOADS[spec.workload](spec)
     faults = fault_schedule(spec, pool)
@@ -235,22 +235,6 @@ def _run_simulated(
     try_write_report(run_dir)
     link_latest(run_dir)
     return results
-
-
-SIM_SETTINGS = (
-    "name",
-    "seed",
-    "time_limit",
-    "bookies",
-    "clients",
-    "concurrency",
-    "rate",
-    "op_timeout",
-    "bugs",
-    "schedule",
-)
-"""The TestSpec fields a simulated run takes as they are (the workload and the fault
-schedule, explicit or seeded, are built from the TestSpec and handed over whole)."""
 
 
 async def _with_progress(

@@ -32,7 +32,6 @@ from typing import Any
 import checkers
 from bookie_image import bugs
 from bookie_image.probes import coverage, listening
-from checkers.result import FORMAT
 from core.generator import Generator, Workload
 from core.history import HistoryWriter
 from harness.controller import Controller, RunCounters
@@ -56,57 +55,40 @@ REPLAY_MIN_S = 2.0
 
 
 @dataclass(frozen=True)
-class SimSpec:
-    """One simulated test: the fields mean what they mean in `TestSpec` (`workload`,
-    `id_bits`, `pipeline`, the quorums and the shares of takeovers and writer crashes shape
-    the workload `run_sim` builds when it is given none),
-    plus the network's `latency` range and `loss` probability (see harness/sim/net.py), and
-    `buggify`: whether the product's perturbation points fire (harness/sim/buggify.py; the
-    simulation only, so a replay on real nodes runs without them)."""
+class SimSpec(TestSpec):
+    """One simulated test: a `TestSpec` on the `sim` runtime, its fields meaning what they
+    mean there (the workload settings shape the workload `run_sim` builds when it is given
+    none), with the simulation's own defaults for a run's name, length, rate and op
+    timeout, and what only the simulation has: the clients' `add_timeout`, the network's
+    `latency` range and `loss` probability (see harness/sim/net.py), and `buggify`:
+    whether the product's perturbation points fire (harness/sim/buggify.py; the simulation
+    only, so a replay on real nodes runs without them).
 
-    seed: int = 0
+    It is checked as a test only by `as_test` (a search draws settings, then fits them):
+    building one checks just its seeded bugs."""
+
+    name: str = "sim"
+    runtime: str = field(default="sim", init=False)
     time_limit: float = 10.0
-    bookies: int = 3
-    clients: int = 2
-    concurrency: int = 4
     rate: float = 100.0
     op_timeout: float = 5.0
     add_timeout: float = 2.0
-    bugs: tuple[str, ...] = ()
-    schedule: tuple[dict[str, Any], ...] = ()
-    workload: str = "ledger"
-    id_bits: int = 64
-    pipeline: int = 1
-    write_quorum: int = 2
-    ack_quorum: int = 2
-    takeovers: float | None = None
-    writer_crashes: float = 0.0
     latency: tuple[float, float] = (0.0002, 0.002)
     loss: float = 0.0
     buggify: bool = False
-    name: str = "sim"
-    runtime: str = field(default="sim", init=False)
 
     def __post_init__(self) -> None:
         bugs.parse(",".join(self.bugs))  # a misspelt bug must not silently test nothing
 
+    @classmethod
+    def of(cls, test: TestSpec) -> SimSpec:
+        """`bkchaos test --runtime sim`'s spec, simulated with the simulation's settings."""
+        return cls(**{name: getattr(test, name) for name in _TEST_FIELDS})
+
     def as_test(self) -> TestSpec:
-        """The `bkchaos test --runtime sim` spec of this test's workload settings, checked
-        by the same rules (a bad one is a UserError, exit 254 at the CLI)."""
-        return TestSpec(
-            runtime="sim",
-            workload=self.workload,
-            id_bits=self.id_bits,
-            pipeline=self.pipeline,
-            write_quorum=self.write_quorum,
-            ack_quorum=self.ack_quorum,
-            takeovers=self.takeovers,
-            writer_crashes=self.writer_crashes,
-            bookies=self.bookies,
-            clients=self.clients,
-            concurrency=self.concurrency,
-            bugs=self.bugs,
-        )
+        """This test as `bkchaos test --runtime sim` runs it, checked by the same rules (a
+        bad one is a UserError, exit 254 at the CLI)."""
+        return TestSpec(runtime="sim", **{name: getattr(self, name) for name in _TEST_FIELDS})
 
     def as_replay(self, runtime: str) -> TestSpec:
         """This test as `bkchaos test --runtime RUNTIME` replays it on real nodes: the same
@@ -116,18 +98,12 @@ class SimSpec:
         if any(is_triggered(step) for step in self.schedule):
             runtime = "sim"
         return dataclasses.replace(
-            self.as_test(),
-            name=self.name,
-            runtime=runtime,
-            seed=self.seed,
-            time_limit=max(REPLAY_MIN_S, self.time_limit),
-            rate=self.rate,
-            op_timeout=self.op_timeout,
-            schedule=self.schedule,
+            self.as_test(), runtime=runtime, time_limit=max(REPLAY_MIN_S, self.time_limit)
         )
 
-    def to_json(self) -> str:
-        return json.dumps({"format": FORMAT, **dataclasses.asdict(self)}, indent=2)
+
+_TEST_FIELDS = tuple(f.name for f in dataclasses.fields(TestSpec) if f.name != "runtime")
+"""What a `SimSpec` and a `TestSpec` have in common, the runtime aside."""
 
 
 @dataclass
