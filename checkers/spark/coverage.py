@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import date, timedelta
-from html import escape
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -94,28 +92,3 @@ def tables(spark: SparkSession, cache: Path) -> dict[str, DataFrame]:
     """The coverage trend tables, by the name they are written under."""
     counts = probe_counts(spark, cache).cache()
     return {"coverage_by_night": by_night(counts), "unreached": unreached(counts)}
-
-
-def html_section(collected: dict[str, list[dict[str, Any]]]) -> str:
-    """The trend page's coverage section."""
-    nights = collected.get("coverage_by_night") or []
-    never = collected.get("unreached") or []
-    rows = "".join(
-        f"<tr><td>{escape(r['night'])}</td><td>{r['runs']}</td>"
-        f"<td>{r['reached']} of {r['probes']}</td><td>{r['reached_share']:.0%}</td></tr>"
-        for r in nights
-    )
-    parts = ["<h2>Protocol coverage per night</h2>"]
-    if rows:
-        parts.append(
-            "<table><tr><th>night</th><th>runs</th><th>probes reached</th><th>share</th></tr>"
-            f"{rows}</table>"
-        )
-    else:
-        parts.append("<p>No run carries coverage yet.</p>")
-    if nights:
-        window = f"{never[0]['since']} to {never[0]['until']}" if never else "the last 7 nights"
-        parts.append(f"<h2>Probes never reached, {escape(window)}</h2>")
-        listed = ", ".join(f"<code>{escape(r['probe'])}</code>" for r in never)
-        parts.append(f"<p>{listed}</p>" if never else "<p>none: every probe was reached</p>")
-    return "\n".join(parts)
