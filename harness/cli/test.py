@@ -98,6 +98,22 @@ pipeline_option = click.option(
     help="Seconds of workload and faults (then heal and final reads).",
 )
 @click.option(
+    "--soak",
+    callback=lambda _ctx, _param, value: _duration(value),
+    default=None,
+    metavar="DURATION",
+    help="A soak run: this long (90s, 30m, 8h; instead of --time-limit), faults all along, "
+    "the workload started afresh every --soak-epoch, so the history is checked in "
+    "segments (docs/history.md §9).",
+)
+@click.option(
+    "--soak-epoch",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds of one soak epoch: fresh ledgers and streams, closed-read at its end.",
+)
+@click.option(
     "--concurrency", type=int, default=4, show_default=True, help="Client workers (processes)."
 )
 @click.option("--clients", type=int, default=2, show_default=True, help="Client agents (nodes).")
@@ -222,6 +238,9 @@ pipeline_option = click.option(
 def test(name: str | None, test_count: int, seed: int | None, **options: object) -> int:
     """Run a workload under faults, heal, read everything back, and check the history."""
     first_seed = seed if seed is not None else int.from_bytes(os.urandom(3))
+    soak, epoch = options.pop("soak"), options.pop("soak_epoch")
+    if soak is not None:
+        options.update(time_limit=soak, soak_epoch=epoch)
     console = Console(stderr=True)
     codes = []
     for i in range(test_count):
@@ -233,6 +252,12 @@ def test(name: str | None, test_count: int, seed: int | None, **options: object)
         )  # type: ignore[arg-type]
         codes.append(exit_code(run_shown(console, spec)[1]))
     return worst(codes)
+
+
+def _duration(value: str | None) -> float | None:
+    from harness.nightly import parse_duration
+
+    return None if value is None else parse_duration(value, "--soak")
 
 
 def worst(codes: list[int]) -> int:
