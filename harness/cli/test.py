@@ -55,6 +55,10 @@ def fault_kinds_help() -> str:
     return "Comma-separated fault kinds: " + "; ".join(groups) + "."
 
 
+SOAK_EPOCH_S = 60.0
+"""A soak's epoch when --soak is given without --soak-epoch."""
+
+
 pipeline_option = click.option(
     "--pipeline",
     type=int,
@@ -108,10 +112,11 @@ pipeline_option = click.option(
 )
 @click.option(
     "--soak-epoch",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
+    type=click.FloatRange(min=0),
+    default=0.0,
     show_default=True,
-    help="Seconds of one soak epoch: fresh ledgers and streams, closed-read at its end.",
+    help="Seconds of one soak epoch: fresh ledgers and streams, closed-read at its end "
+    f"(with --soak: {SOAK_EPOCH_S:g} unless given); 0: one workload for the whole run.",
 )
 @click.option(
     "--concurrency", type=int, default=4, show_default=True, help="Client workers (processes)."
@@ -238,9 +243,9 @@ pipeline_option = click.option(
 def test(name: str | None, test_count: int, seed: int | None, **options: object) -> int:
     """Run a workload under faults, heal, read everything back, and check the history."""
     first_seed = seed if seed is not None else int.from_bytes(os.urandom(3))
-    soak, epoch = options.pop("soak"), options.pop("soak_epoch")
+    soak = options.pop("soak")
     if soak is not None:
-        options.update(time_limit=soak, soak_epoch=epoch)
+        options.update(time_limit=soak, soak_epoch=options["soak_epoch"] or SOAK_EPOCH_S)
     console = Console(stderr=True)
     codes = []
     for i in range(test_count):
