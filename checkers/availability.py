@@ -48,7 +48,7 @@ def unreadable_after_heal(h: History, heal: Call) -> Iterator[Case]:
     """A ledger with ok appends whose closed reads and recoveries after the final heal all
     failed, the last with a definite error."""
     healed = heal.done.index
-    for ledger in h.acked:
+    for ledger, acked in h.acked_counts.items():
         after = [c for c in h.closings.get(ledger, ()) if c.inv.index > healed]
         if not after or any(c.type == "ok" for c in after):
             continue
@@ -57,7 +57,7 @@ def unreadable_after_heal(h: History, heal: Call) -> Iterator[Case]:
         if last.type != "fail" or error not in DEFINITE:
             continue
         yield case(
-            f"ledger {ledger} has {len(h.acked[ledger])} acknowledged append(s), but after "
+            f"ledger {ledger} has {acked} acknowledged append(s), but after "
             f"the final heal (op {heal.done.index}) with every node up, its "
             f"{len(after)} closed read(s) or recoveries failed, the last (op "
             f"{last.inv.index}, {last.inv.f}) with {error}.",

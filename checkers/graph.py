@@ -295,8 +295,8 @@ def _cycle_case(
     )
 
 
-def check_graph(h: History) -> dict[str, Any]:
-    """Dependency cycles under Adya's names, e.g. G0, G1c, G-single-realtime."""
+def graph_anomalies(h: History) -> tuple[dict[str, list[Case]], dict[str, int]]:
+    """Dependency cycles by name (sorted), and the sizes of what was looked at."""
     auth = authoritative(h)
     edges: list[Edge] = []
     backward: list[tuple[int, int]] = []
@@ -329,7 +329,12 @@ def check_graph(h: History) -> dict[str, Any]:
             cycle = shortest_cycle(g, calls, component)
             name, c = _cycle_case(g, calls, cycle, auth)
             found.setdefault(name, []).append(c)
-    result = collect({name: iter(cases) for name, cases in sorted(found.items())})
-    result.update(nodes=len(eligible), data_edges=len(edges), windows=len(spans))
-    result["window_nodes"] = sum(map(len, members))
-    return result
+    sizes = {"nodes": len(eligible), "data_edges": len(edges), "windows": len(spans)}
+    sizes["window_nodes"] = sum(map(len, members))
+    return dict(sorted(found.items())), sizes
+
+
+def check_graph(h: History) -> dict[str, Any]:
+    """Dependency cycles under Adya's names, e.g. G0, G1c, G-single-realtime."""
+    found, sizes = graph_anomalies(h)
+    return collect({name: iter(cases) for name, cases in found.items()}) | sizes

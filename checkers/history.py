@@ -9,8 +9,10 @@ with completions and indexes what the checkers need in one pass. Both raise
 from __future__ import annotations
 
 import warnings
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -105,20 +107,36 @@ class Read(msgspec.Struct, gc=False):
 
 @dataclass(slots=True)
 class History:
-    """Everything the checkers need, gathered in one pass over the history."""
+    """Everything the checkers need, gathered in one pass over the history.
 
-    lines: int = 0
-    end_time: int = 0  # `time` of the last line, ns
+    The fields up to `memo` are a *segment's*: what the per-segment checkers (ledger,
+    stream, graph) read, dropped at each cut of a streaming check (`checkers.stream_check`).
+    The fields after it are the whole history's, kept small (a few per ledger, nemesis op
+    or audit, and 16 bytes per ok call for perf), and read by the other checkers.
+    """
+
     calls: list[Call] = field(default_factory=list)  # client calls, completion order
     nodes: list[Call] = field(default_factory=list)  # the graph's: appends not failed, ok reads
-    counts: dict[tuple[str, str], int] = field(default_factory=dict)  # (f, type) -> calls
-    nemesis: list[Call] = field(default_factory=list)
     appends: dict[str, Append] = field(default_factory=dict)  # payload -> first append
     acked: dict[Any, list[Append]] = field(default_factory=dict)  # ledger -> ok appends
     reads: list[Read] = field(default_factory=list)  # ok reads and read-lacs, in order
     closed: dict[Any, list[Read]] = field(default_factory=dict)  # ledger -> closed reads
-    closed_errors: dict[Any, str] = field(default_factory=dict)  # ledger -> last failed one's
     streams: dict[Any, tuple[Any, Any]] = field(default_factory=dict)  # ledger -> (s, seq)
+    touched: dict[Any, None] = field(default_factory=dict)  # ledgers its client ops name
+    memo: dict[str, Any] = field(default_factory=dict)  # derived data shared by checkers
+    # -- the whole history's
+    lines: int = 0
+    end_time: int = 0  # `time` of the last line, ns
+    first_time: int | None = None  # earliest invoke `time`, ns
+    client_calls: int = 0
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)  # (f, type) -> calls
+    ok_times: dict[str, tuple[array[int], array[int]]] = field(
+        default_factory=dict
+    )  # f -> (invoke times, completion times) of its ok calls, ns
+    nemesis: list[Call] = field(default_factory=list)
+    acked_counts: dict[Any, int] = field(default_factory=dict)  # ledger -> ok appends
+    checked: dict[Any, None] = field(default_factory=dict)  # ledgers with an ok closed read
+    closed_errors: dict[Any, str] = field(default_factory=dict)  # ledger -> last failed one's
     audits: list[Call] = field(default_factory=list)  # ok audits of a ledger's copies
     closings: dict[Any, list[Call]] = field(
         default_factory=dict
@@ -126,10 +144,16 @@ class History:
     ensembles: dict[Any, list[tuple[Call, list[list[Any]]]]] = field(default_factory=dict)
     sizes: dict[Any, int] = field(default_factory=dict)  # ledger -> ensemble size (create)
     ledgers: dict[Any, None] = field(default_factory=dict)  # every ledger, first-seen order
-    memo: dict[str, Any] = field(default_factory=dict)  # derived data shared by checkers
+
+    def drop_segment(self) -> None:
+        """Forget the segment's fields (a cut of a streaming check)."""
+        self.calls, self.nodes, self.appends, self.acked = [], [], {}, {}
+        self.reads, self.closed, self.streams, self.memo = [], {}, {}, {}
+        self.touched = {}
 
 
 _DECODER = msgspec.json.Decoder(Op)
+_PAYLOAD = itemgetter(1)  # of an [entry, payload] pair
 
 
 def read_ops(path: str | Path) -> Iterator[Op]:
@@ -189,20 +213,61 @@ def ops_from_dicts(ops: Iterable[dict[str, Any] | Op]) -> Iterator[Op]:
             raise HistoryError(f"op {number}: not an op: {exc}") from exc
 
 
-def index_history(ops: Iterable[Op]) -> History:
-    """Pair invocations with completions (spec §1) and index appends, reads and ledgers."""
-    h = History()
-    outstanding: dict[Any, Op] = {}
-    last_index = -1
-    line = 0
-    for line, op in enumerate(ops, 1):
-        if op.index <= last_index:
+class Entangled(Exception):
+    """An op refers to a ledger, stream or payload of a segment already checked and
+    dropped: the cut before it was not clean, so the streaming check starts again without
+    cuts (`checkers.stream_check`)."""
+
+
+@dataclass(slots=True)
+class Retired:
+    """What the segments checked so far referred to; no later op may refer to it."""
+
+    ledgers: set[Any] = field(default_factory=set)
+    streams: set[Any] = field(default_factory=set)
+    payloads: set[str] = field(default_factory=set)
+
+    def ledger(self, ledger: Any) -> None:
+        if ledger in self.ledgers:
+            raise Entangled(f"ledger {ledger!r} of an earlier segment")
+
+    def payload(self, payload: str) -> None:
+        if payload in self.payloads:
+            raise Entangled(f"payload {payload!r} of an earlier segment")
+
+
+class Indexer:
+    """Pairs invocations with completions (spec §1) one op at a time and indexes appends,
+    reads and ledgers into `h`; `index_history` runs it over a whole history. A streaming
+    check cuts where it is `idle` (no client call outstanding): `cut` drops the segment's
+    fields and remembers what they referred to, so that a later op that refers to any of
+    it raises `Entangled`."""
+
+    def __init__(self) -> None:
+        self.h = History()
+        self.outstanding: dict[Any, Op] = {}
+        self.busy = 0  # client calls outstanding
+        self.last_index = -1
+        self.line = 0
+        self.last: Op | None = None
+        self.retired: Retired | None = None
+
+    @property
+    def idle(self) -> bool:
+        return self.busy == 0
+
+    def add(self, op: Op) -> None:
+        self.line += 1
+        line = self.line
+        if op.index <= self.last_index:
             raise HistoryError(f"line {line}: index {op.index} does not increase")
-        last_index = op.index
+        self.last_index = op.index
+        self.last = op
         process = op.process
         if type(process) is str and process != NEMESIS:
             raise HistoryError(f"line {line}: process {process!r} is neither an int nor nemesis")
         kind = op.type
+        outstanding = self.outstanding
         if kind == "invoke":
             if process in outstanding:
                 raise HistoryError(
@@ -210,91 +275,142 @@ def index_history(ops: Iterable[Op]) -> History:
                     f"{outstanding[process].index} is still outstanding"
                 )
             outstanding[process] = op
-            continue
+            if process != NEMESIS:
+                self.busy += 1
+            return
         inv = outstanding.pop(process, None)
         if inv is None:
             raise HistoryError(f"line {line}: {kind} of process {process} without an invoke")
         if inv.f != op.f:
             raise HistoryError(f"line {line}: completes {op.f!r} but op {inv.index} is {inv.f!r}")
-        _add(h, Call(inv, op, kind, op.index), line)
-    h.lines = line
-    if line:
-        h.end_time = op.time
-    for inv in sorted(outstanding.values(), key=lambda o: o.index):
-        _add(h, Call(inv, None, "info", line + inv.index), line)
-    return h
+        if process != NEMESIS:
+            self.busy -= 1
+        self._add(Call(inv, op, kind, op.index), line)
 
+    def cut(self) -> None:
+        """Drop the segment's fields; remember the ledgers, streams and payloads it
+        referred to."""
+        h = self.h
+        retired = self.retired = self.retired or Retired()
+        retired.ledgers.update(h.touched)
+        retired.streams.update(stream for stream, _ in h.streams.values())
+        retired.payloads.update(h.appends)
+        for r in h.reads:
+            if r.entries:
+                retired.payloads.update(map(_PAYLOAD, r.entries))
+        h.drop_segment()
 
-def _add(h: History, call: Call, line: int) -> None:
-    """Index one call; a missing or mistyped value field is a HistoryError."""
-    inv = call.inv
-    f = inv.f
-    if inv.process == NEMESIS:
-        h.nemesis.append(call)
-        return
-    h.calls.append(call)
-    kind = call.type
-    counted = (f, kind)
-    h.counts[counted] = h.counts.get(counted, 0) + 1
-    try:
-        if f == "append":  # most ops: inlined
-            payload = inv.value.payload
-            if type(payload) is not str:
-                raise TypeError(f"payload {payload!r} is not a string")
-            asked = inv.value.ledger
-            if asked is not None:
-                _check_ledger(asked)
+    def finish(self) -> History:
+        """Index the calls never completed (as info, after the end) and return `h`."""
+        h, line = self.h, self.line
+        h.lines = line
+        if self.last is not None:
+            h.end_time = self.last.time
+        for inv in sorted(self.outstanding.values(), key=lambda o: o.index):
+            self._add(Call(inv, None, "info", line + inv.index), line)
+        self.outstanding.clear()
+        return h
+
+    def _add(self, call: Call, line: int) -> None:
+        """Index one call; a missing or mistyped value field is a HistoryError."""
+        h = self.h
+        inv = call.inv
+        f = inv.f
+        if h.first_time is None or inv.time < h.first_time:
+            h.first_time = inv.time
+        if inv.process == NEMESIS:
+            h.nemesis.append(call)
+            return
+        h.calls.append(call)
+        h.client_calls += 1
+        kind = call.type
+        counted = (f, kind)
+        h.counts[counted] = h.counts.get(counted, 0) + 1
+        retired = self.retired
+        try:
             if kind == "ok":
-                done = call.done.value
-                ledger, entry = done.ledger, done.entry
-                if not (_int64(entry) and _ledger_id(ledger)):
-                    raise TypeError(f"ledger {ledger!r} or entry {entry!r} is mistyped")
-                a = Append(payload, ledger, entry, kind, call)
-                acked = h.acked.get(ledger)
-                if acked is None:
-                    h.acked[ledger] = [a]
-                    h.ledgers[ledger] = None
-                    _stream(h, ledger, done)
-                else:
-                    acked.append(a)
-            else:
-                a = Append(payload, asked, None, kind, call)
+                done = call.done
+                times = h.ok_times.get(f)
+                if times is None:
+                    times = h.ok_times[f] = (array("q"), array("q"))
+                times[0].append(inv.time)
+                times[1].append(done.time)
+            if f == "append":  # most ops: inlined
+                payload = inv.value.payload
+                if type(payload) is not str:
+                    raise TypeError(f"payload {payload!r} is not a string")
+                asked = inv.value.ledger
                 if asked is not None:
-                    h.ledgers[asked] = None
-            if payload not in h.appends:
-                h.appends[payload] = a
-            if kind != "fail":
-                h.nodes.append(call)
-        elif f in ("read", "read-lac"):
-            _read(h, call, kind)
-        elif f == "audit" and kind == "ok":
-            _audit(h, call)
-        elif f == "create" and kind == "ok":
-            done = call.done.value
-            _check_ledger(done.ledger)
-            h.ledgers[done.ledger] = None
-            _stream(h, done.ledger, done)
-            if done.ensemble is not None:
-                if not _int64(done.ensemble):
-                    raise TypeError(f"ensemble size {done.ensemble!r} is not a 64-bit int")
-                h.sizes[done.ledger] = done.ensemble
-            _ensembles(h, done.ledger, call)
-        elif f in ("close", "recover"):
-            ledger = _check_ledger(call.inv.value.ledger)
-            if f == "recover":
-                h.closings.setdefault(ledger, []).append(call)
-            if kind == "ok":
-                _ensembles(h, ledger, call)
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        why = repr(exc) if len(repr(exc)) <= _SHOWN else repr(exc)[:_SHOWN] + "…"
-        raise HistoryError(
-            f"line {line}: op {call.ops[-1]} ({f}) has a malformed value: {why}"
-        ) from exc
+                    _check_ledger(asked)
+                if kind == "ok":
+                    done = call.done.value
+                    ledger, entry = done.ledger, done.entry
+                    if not (_int64(entry) and _ledger_id(ledger)):
+                        raise TypeError(f"ledger {ledger!r} or entry {entry!r} is mistyped")
+                    a = Append(payload, ledger, entry, kind, call)
+                    acked = h.acked.get(ledger)
+                    if acked is None:
+                        if retired is not None:
+                            retired.ledger(ledger)
+                        h.touched[ledger] = None
+                        h.acked[ledger] = [a]
+                        h.ledgers[ledger] = None
+                        _stream(h, ledger, done, retired)
+                    else:
+                        acked.append(a)
+                    h.acked_counts[ledger] = h.acked_counts.get(ledger, 0) + 1
+                else:
+                    a = Append(payload, asked, None, kind, call)
+                    if asked is not None:
+                        h.ledgers[asked] = None
+                        h.touched[asked] = None
+                if payload not in h.appends:
+                    if retired is not None:
+                        retired.payload(payload)
+                    h.appends[payload] = a
+                if kind != "fail":
+                    h.nodes.append(call)
+            elif f in ("read", "read-lac"):
+                _read(h, call, kind, retired)
+            elif f == "audit" and kind == "ok":
+                _audit(h, call)
+            elif f == "create" and kind == "ok":
+                done = call.done.value
+                _check_ledger(done.ledger)
+                h.ledgers[done.ledger] = None
+                h.touched[done.ledger] = None
+                _stream(h, done.ledger, done, retired)
+                if done.ensemble is not None:
+                    if not _int64(done.ensemble):
+                        raise TypeError(f"ensemble size {done.ensemble!r} is not a 64-bit int")
+                    h.sizes[done.ledger] = done.ensemble
+                _ensembles(h, done.ledger, call)
+            elif f in ("close", "recover"):
+                ledger = _check_ledger(call.inv.value.ledger)
+                if f == "recover":
+                    h.closings.setdefault(ledger, []).append(call)
+                if kind == "ok":
+                    _ensembles(h, ledger, call)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            why = repr(exc) if len(repr(exc)) <= _SHOWN else repr(exc)[:_SHOWN] + "…"
+            raise HistoryError(
+                f"line {line}: op {call.ops[-1]} ({f}) has a malformed value: {why}"
+            ) from exc
 
 
-def _read(h: History, call: Call, kind: str) -> None:
+def index_history(ops: Iterable[Op]) -> History:
+    """Pair invocations with completions (spec §1) and index appends, reads and ledgers."""
+    indexer = Indexer()
+    add = indexer.add
+    for op in ops:
+        add(op)
+    return indexer.finish()
+
+
+def _read(h: History, call: Call, kind: str, retired: Retired | None) -> None:
     ledger = _check_ledger(call.inv.value.ledger)
     h.ledgers[ledger] = None
+    h.touched[ledger] = None
     if call.inv.f == "read" and call.inv.value.mode == "closed":
         h.closings.setdefault(ledger, []).append(call)
     if kind != "ok":
@@ -305,6 +421,8 @@ def _read(h: History, call: Call, kind: str) -> None:
     lac = done.lac
     if not _int64(lac):
         raise TypeError(f"lac {lac!r} is not a 64-bit int")
+    if retired is not None:
+        retired.ledger(ledger)
     if call.inv.f == "read-lac":
         h.reads.append(Read(ledger, "lac", lac, None, call))
         return
@@ -315,11 +433,14 @@ def _read(h: History, call: Call, kind: str) -> None:
     for e, p in entries:
         if not _int64(e) or type(p) is not str:
             raise TypeError(f"entry {[e, p]!r} is not [64-bit int, str]")
+    if retired is not None and not retired.payloads.isdisjoint(map(_PAYLOAD, entries)):
+        raise Entangled(f"a payload of an earlier segment, read by op {call.inv.index}")
     r = Read(ledger, mode, lac, entries, call)
     h.reads.append(r)
     h.nodes.append(call)
     if mode == "closed":
         h.closed.setdefault(ledger, []).append(r)
+        h.checked[ledger] = None
 
 
 def _audit(h: History, call: Call) -> None:
@@ -388,11 +509,15 @@ def _check_ledger(ledger: Any) -> Any:
     return ledger
 
 
-def _stream(h: History, ledger: Any, value: Value) -> None:
+def _stream(h: History, ledger: Any, value: Value, retired: Retired | None) -> None:
     """Remember which stream a ledger belongs to, and its position (seq) in it."""
     if type(value.stream) not in (type(None), str, int):
         raise TypeError(f"stream {value.stream!r} is neither a string nor an int")
     if value.seq is not None and not _int64(value.seq):
         raise TypeError(f"seq {value.seq!r} is not a 64-bit int")
+    if value.stream is not None and retired is not None:
+        retired.ledger(ledger)
+        if value.stream in retired.streams:
+            raise Entangled(f"stream {value.stream!r} of an earlier segment")
     if value.stream is not None and h.streams.get(ledger, (None, None))[1] is None:
         h.streams[ledger] = (value.stream, value.seq)

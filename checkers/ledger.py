@@ -12,7 +12,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from checkers.history import Call, History, Read
-from checkers.result import UNKNOWN, Case, case, collect
+from checkers.result import NEXT_PHASE, UNKNOWN, Case, case, collect
 
 _PAYLOAD = itemgetter(1)  # of an [entry, payload] pair
 _A_ENTRY = attrgetter("entry")  # of an Append
@@ -108,6 +108,7 @@ def divergence(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
                 others[e] = (p, r)
             elif seen[0] != p:
                 yield _diverged(r.ledger, e, seen, p, "a read", r.call)
+    yield NEXT_PHASE
     for ledger, acked in h.acked.items():
         content = auth.get(ledger)
         at = content.at if content is not None else {}
@@ -117,6 +118,7 @@ def divergence(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
             seen = (q, content.read) if q is not None else others.get(a.entry)
             if seen is not None and seen[0] != a.payload:
                 yield _diverged(ledger, a.entry, seen, a.payload, "an ok append", a.call)
+    yield NEXT_PHASE
     for ledger, reads in h.closed.items():
         lasts = sorted({r.lac for r in reads})
         if len(lasts) > 1:
@@ -190,6 +192,7 @@ def duplicate(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
                 where[p] = (ledger, e, call)
             elif there[1] != e or there[0] != ledger:
                 clashes.append((there, (ledger, e, call), p))
+    read_clashes = len(clashes)
     for ledger, acked in h.acked.items():
         for a in acked:
             there = get(a.payload)
@@ -197,7 +200,9 @@ def duplicate(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
                 where[a.payload] = (ledger, a.entry, a.call)
             elif there[1] != a.entry or there[0] != ledger:
                 clashes.append((there, (ledger, a.entry, a.call), a.payload))
-    for (l1, e1, c1), (l2, e2, c2), p in clashes:
+    for n, ((l1, e1, c1), (l2, e2, c2), p) in enumerate(clashes):
+        if n == read_clashes:
+            yield NEXT_PHASE
         yield case(
             f"{p!r} is at entry {e1} of ledger {l1} (op {c1.inv.index}) and also at entry "
             f"{e2} of ledger {l2} (op {c2.inv.index}).",
@@ -296,13 +301,18 @@ FINDERS = {
 
 def unchecked_ledgers(h: History) -> list[Any]:
     """Ledgers with ok appends but no closed read: their appends cannot be judged."""
-    return [ledger for ledger in h.acked if ledger not in h.closed]
+    return [ledger for ledger in h.acked_counts if ledger not in h.checked]
 
 
-def check_ledgers(h: History) -> dict[str, Any]:
-    """All per-ledger anomalies; valid is "unknown" if an acked ledger is unchecked."""
+def ledger_anomalies(h: History) -> dict[str, Iterator[Case]]:
+    """Every finder's cases, lazily: a streaming check runs them segment by segment."""
     auth = authoritative(h)
-    result = collect({name: find(h, auth) for name, find in FINDERS.items()})
+    return {name: find(h, auth) for name, find in FINDERS.items()}
+
+
+def judge_unchecked(h: History, result: dict[str, Any]) -> dict[str, Any]:
+    """Add the unchecked ledgers to the finders' result; valid is "unknown" if an acked
+    ledger is unchecked."""
     unchecked = unchecked_ledgers(h)
     if result["valid"] and unchecked:
         result["valid"] = UNKNOWN
@@ -312,3 +322,8 @@ def check_ledgers(h: History) -> dict[str, Any]:
         for ledger in unchecked
     ]
     return result
+
+
+def check_ledgers(h: History) -> dict[str, Any]:
+    """All per-ledger anomalies; valid is "unknown" if an acked ledger is unchecked."""
+    return judge_unchecked(h, collect(ledger_anomalies(h)))

@@ -9,13 +9,10 @@ closes at the first healing op after it opened.
 from __future__ import annotations
 
 import bisect
-from itertools import chain
-from operator import attrgetter
 from typing import Any
 
 from checkers.history import History
 
-_INV_TIME = attrgetter("inv.time")
 QUANTILES = (0.5, 0.95, 0.99, 1.0)
 HEALING_OPS = frozenset(
     {
@@ -70,18 +67,15 @@ def check_perf(h: History) -> dict[str, Any]:
     windows = fault_windows(h)
     starts = [w[0] for w in windows]
     lat: dict[tuple[str, bool], list[int]] = {}
-    for c in h.calls:
-        done = c.done
-        if done is None or done.type != "ok":
-            continue
-        t = c.inv.time
-        i = bisect.bisect_right(starts, t) - 1
-        key = (c.inv.f, i >= 0 and t <= windows[i][1])
-        bucket = lat.get(key)
-        if bucket is None:
-            bucket = lat[key] = []
-        bucket.append(done.time - t)
-    start = min(map(_INV_TIME, chain(h.calls, h.nemesis)), default=0)
+    for f, (invoked, completed) in h.ok_times.items():
+        for t, done in zip(invoked, completed, strict=True):
+            i = bisect.bisect_right(starts, t) - 1
+            key = (f, i >= 0 and t <= windows[i][1])
+            bucket = lat.get(key)
+            if bucket is None:
+                bucket = lat[key] = []
+            bucket.append(done - t)
+    start = h.first_time if h.first_time is not None else 0
     total = (h.end_time - start) / 1e9
     faulty = sum(end - start for start, end in windows) / 1e9
     by_f: dict[str, dict[str, Any]] = {}

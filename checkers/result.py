@@ -29,23 +29,54 @@ def merge_valid(values: Iterable[Valid]) -> Valid:
     return merged
 
 
-def collect(cases_by_name: dict[str, Iterator[Case]]) -> dict[str, Any]:
-    """Run lazy anomaly finders, keep up to MAX_CASES examples each, count them all."""
-    anomalies: dict[str, list[Case]] = {}
-    counts: dict[str, int] = {}
-    for name, cases in cases_by_name.items():
-        kept: list[Case] = []
-        n = 0
+NEXT_PHASE: Case = {}
+"""Yielded by a finder between the loops of a definition (reads, then appends, say): a
+streaming check keeps each loop's cases apart, so that merging segments gives the cases
+in the order one pass over the whole history would (`Tally`)."""
+
+
+class Tally:
+    """Cases of lazy finders, added segment by segment: per anomaly and phase, the first
+    MAX_CASES (enough to know the first MAX_CASES overall) and the full count."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, list[list[Case]]] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, name: str, cases: Iterator[Case]) -> None:
+        phases = self.phases.setdefault(name, [[]])
+        phase, n = 0, 0
         for c in cases:
+            if c is NEXT_PHASE:
+                phase += 1
+                if phase == len(phases):
+                    phases.append([])
+                continue
             n += 1
-            if n <= MAX_CASES:
+            kept = phases[phase]
+            if len(kept) < MAX_CASES:
                 kept.append(c)
         if n:
-            anomalies[name] = kept
-            counts[name] = n
-    return {
-        "valid": not anomalies,
-        "anomaly_types": sorted(anomalies),
-        "anomalies": anomalies,
-        "anomaly_counts": counts,
-    }
+            self.counts[name] = self.counts.get(name, 0) + n
+
+    def result(self, sort: bool = False) -> dict[str, Any]:
+        """The result of spec §5: anomalies in the order their names were first added (or
+        sorted), each with its first MAX_CASES cases, phase by phase."""
+        names = sorted(self.counts) if sort else [n for n in self.phases if n in self.counts]
+        anomalies = {
+            name: [c for kept in self.phases[name] for c in kept][:MAX_CASES] for name in names
+        }
+        return {
+            "valid": not anomalies,
+            "anomaly_types": sorted(anomalies),
+            "anomalies": anomalies,
+            "anomaly_counts": {name: self.counts[name] for name in names},
+        }
+
+
+def collect(cases_by_name: dict[str, Iterator[Case]]) -> dict[str, Any]:
+    """Run lazy anomaly finders, keep up to MAX_CASES examples each, count them all."""
+    tally = Tally()
+    for name, cases in cases_by_name.items():
+        tally.add(name, cases)
+    return tally.result()

@@ -24,11 +24,11 @@ def summary(h: History) -> dict[str, Any]:
         types[kind] += n
     return {
         "ops": h.lines,
-        "invoke": len(h.calls) + len(h.nemesis),
+        "invoke": h.client_calls + len(h.nemesis),
         **{kind: types[kind] for kind in ("ok", "fail", "info")},
         "ledgers": len(h.ledgers),
         "unchecked_ledgers": unchecked_ledgers(h),
-        "appends_ok": sum(map(len, h.acked.values())),
+        "appends_ok": sum(h.acked_counts.values()),
     }
 
 
@@ -57,5 +57,5 @@ def check_stats(h: History) -> dict[str, Any]:
         "by_f": by_f,
         "unknown_f": [f for f in by_f if f not in KNOWN_F],
         "nemesis": len(h.nemesis),
-        "acked_by_ledger": [[ledger, len(acked)] for ledger, acked in h.acked.items()],
+        "acked_by_ledger": [[ledger, n] for ledger, n in h.acked_counts.items()],
     }

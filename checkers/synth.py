@@ -64,6 +64,13 @@ class _Model:
         self.known: dict[tuple[int, Any], int] = {}  # (process, ledger) -> lac seen
         self.payloads = 0
         self.seed = seed
+        self.created = 0  # ledgers, over every epoch
+
+    def new_epoch(self, epoch: int) -> None:
+        """Fresh ledgers and streams (named for the epoch), as a soak rolls them over."""
+        self.slots = [_Slot(f"{s.stream}.{epoch}" if s.stream else None) for s in self.slots]
+        self.ledgers = []
+        self.known = {}
 
     def emit(self, kind: str, process: Any, f: str, value: Any, **extra: Any) -> dict:
         self.time += self.rng.randint(1_000, 1_000_000)
@@ -73,7 +80,8 @@ class _Model:
         return op
 
     def new_ledger(self, slot: _Slot) -> _Ledger:
-        n = len(self.ledgers)
+        n = self.created
+        self.created += 1
         lid: Any = f"{self.seed % 65536:04x}-{n:016x}" if n % 5 == 4 else 1000 + n
         slot.seq += 1
         ledger = _Ledger(lid, slot.stream, slot.seq if slot.stream else None)
@@ -189,6 +197,7 @@ def synthesize(
     nemesis: bool = True,
     abandon: float = 0.2,
     unchecked: int = 0,
+    epochs: int = 1,
 ) -> Iterator[dict[str, Any]]:
     """Yield about `ops` op dicts of a valid history (spec §1-3), then its final phase.
 
@@ -196,47 +205,56 @@ def synthesize(
     (recovered, then replaced) with probability `rollover` per op; `abandon` is the
     chance an op in flight at the end is never completed; the last `unchecked` ledgers
     get no closed read, so the history checks "unknown" if they have ok appends.
+    `epochs` > 1 runs that many times back to back (`ops` each, one sequence of
+    indexes, payloads and processes), each with fresh ledgers and streams and its own
+    final phase: a soak's shape, which a streaming check cuts between epochs, and which
+    is generated in memory bounded by one epoch.
     """
     m = _Model(seed, ledgers, min(streams, ledgers), processes, rollover)
     rng = m.rng
     fault: tuple[str, str] | None = None
-    while m.lines < ops:
-        if nemesis and rng.random() < 0.002:
-            f = fault[1] if fault else rng.choice(_FAULTS)[0]
-            fault = None if fault else next(pair for pair in _FAULTS if pair[0] == f)
-            target = {"nodes": [f"b{rng.randint(1, 3)}"]}
-            yield m.emit("invoke", "nemesis", f, target)
-            yield m.emit("info", "nemesis", f, {**target, "proof": {"observed": True}})
-        worker = rng.choice(m.workers)
-        pid, pending = worker
-        if pending is None:
-            f, value, state = m.invoke(pid, read_fraction)
-            worker[1] = (f, value, state)
-            yield m.emit("invoke", pid, f, value)
-            continue
-        done = m.complete(pid, *pending)
-        if done is not None:
-            yield _finish(m, worker, done)
-    for worker in m.workers:
-        while worker[1] is not None and rng.random() >= abandon:
-            done = m.complete(worker[0], *worker[1])
+    for epoch in range(epochs):
+        if epoch:
+            m.new_epoch(epoch)
+        last = epoch == epochs - 1
+        while m.lines < ops * (epoch + 1):
+            if nemesis and rng.random() < 0.002:
+                f = fault[1] if fault else rng.choice(_FAULTS)[0]
+                fault = None if fault else next(pair for pair in _FAULTS if pair[0] == f)
+                target = {"nodes": [f"b{rng.randint(1, 3)}"]}
+                yield m.emit("invoke", "nemesis", f, target)
+                yield m.emit("info", "nemesis", f, {**target, "proof": {"observed": True}})
+            worker = rng.choice(m.workers)
+            pid, pending = worker
+            if pending is None:
+                f, value, state = m.invoke(pid, read_fraction)
+                worker[1] = (f, value, state)
+                yield m.emit("invoke", pid, f, value)
+                continue
+            done = m.complete(pid, *pending)
             if done is not None:
                 yield _finish(m, worker, done)
-    if fault:
-        yield m.emit("invoke", "nemesis", "heal", None)
-        yield m.emit("info", "nemesis", "heal", {"proof": {"healed": True}})
-    final = m.next_pid
-    checked = m.ledgers[: max(0, len(m.ledgers) - unchecked)]
-    for ledger in checked:
-        if ledger.last is None:
-            yield m.emit("invoke", final, "recover", {"ledger": ledger.id})
-            last = m.recover(ledger)
-            yield m.emit("ok", final, "recover", {"ledger": ledger.id, "last_entry": last})
-    for ledger in checked:
-        value = {"ledger": ledger.id, "mode": "closed"}
-        yield m.emit("invoke", final, "read", value)
-        entries = [[e, p] for e, p in enumerate(ledger.entries)]
-        yield m.emit("ok", final, "read", {**value, "lac": ledger.last, "entries": entries})
+        for worker in m.workers:
+            while worker[1] is not None and (not last or rng.random() >= abandon):
+                done = m.complete(worker[0], *worker[1])
+                if done is not None:
+                    yield _finish(m, worker, done)
+        if fault and last:
+            yield m.emit("invoke", "nemesis", "heal", None)
+            yield m.emit("info", "nemesis", "heal", {"proof": {"healed": True}})
+        final = m.next_pid
+        m.next_pid += not last
+        checked = m.ledgers[: max(0, len(m.ledgers) - unchecked)]
+        for ledger in checked:
+            if ledger.last is None:
+                yield m.emit("invoke", final, "recover", {"ledger": ledger.id})
+                end = m.recover(ledger)
+                yield m.emit("ok", final, "recover", {"ledger": ledger.id, "last_entry": end})
+        for ledger in checked:
+            value = {"ledger": ledger.id, "mode": "closed"}
+            yield m.emit("invoke", final, "read", value)
+            entries = [[e, p] for e, p in enumerate(ledger.entries)]
+            yield m.emit("ok", final, "read", {**value, "lac": ledger.last, "entries": entries})
 
 
 def _finish(m: _Model, worker: list[Any], done: tuple[str, Any]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from nemesis.kinds import PLUGIN_KINDS
 from nemesis.net import PacketNemesis, PartitionNemesis, parsed_packet
 from nemesis.process import KillNemesis, PauseNemesis
 from nemesis.schedule import FaultCycle, ScheduleReplay, Targets
-from workloads import WORKLOADS
+from workloads import make_workload
 
 log = logging.getLogger("bkchaos.runner")
 CLUSTER_READY_TIMEOUT_S = 60.0
@@ -185,7 +185,7 @@ def _run_cluster(
             controller = Controller.for_test(
                 spec,
                 history=history,
-                workload=WORKLOADS[spec.workload](spec),
+                workload=make_workload(spec),
                 agents=[(a.name, a.host, a.port) for a in cluster.agents],
                 nemesis=_nemesis(cluster, spec.seed),
                 fault_schedule=schedule,
@@ -229,7 +229,7 @@ def _run_simulated(
 
     sim = SimSpec.of(spec)
     pool = tuple(spec.client_names() if spec.targets == "client" else spec.bookie_names())
-    workload = WORKLOADS[spec.workload](spec)
+    workload = make_workload(spec)
     faults = fault_schedule(spec, pool)
     results = run_sim(sim, run_dir, workload, faults, spec.to_json(), on_progress).results
     try_write_report(run_dir)

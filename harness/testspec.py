@@ -77,6 +77,9 @@ class TestSpec:
     statistic, tbf: nemesis.net.packet_plan). `to=b1+b2`
     shapes only what the node sends to those nodes (a link)."""
     time_limit: float = 30.0
+    soak_epoch: float = 0.0
+    """A soak: the workload starts afresh every this many seconds (workloads/soak.py), so
+    that the history is checked in segments; 0: one workload for the whole run."""
     concurrency: int = 4
     clients: int = 2
     rate: float = 200.0
@@ -229,6 +232,8 @@ class TestSpec:
                 "--nemesis-order nested nests seeded faults of two or more kinds: give "
                 "--nemesis with at least two kinds (outermost first) and no --schedule"
             )
+        if self.soak_epoch < 0:
+            raise UserError("--soak-epoch must be positive")
         for name in ("time_limit", "rate", "op_timeout", "nemesis_interval"):
             if getattr(self, name) <= 0:
                 raise UserError(f"--{name.replace('_', '-')} must be positive")

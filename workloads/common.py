@@ -148,6 +148,12 @@ class BaseWorkload:
     def generator(self) -> Generator:
         return Repeat(self.next_op)
 
+    def rolled(self, epoch: int, payloads: Payloads) -> BaseWorkload:
+        """This fresh workload as a soak's epoch `epoch` (workloads/soak.py): payloads
+        from the soak's one counter, so that no two epochs share one."""
+        self.payloads = payloads
+        return self
+
     def next_op(self, ctx: Context) -> Op:
         raise NotImplementedError
 

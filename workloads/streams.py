@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.generator import PENDING, Context
-from workloads.common import BaseWorkload, Op, WorkloadSettings
+from workloads.common import BaseWorkload, Op, Payloads, WorkloadSettings
 
 
 @dataclass
@@ -64,6 +64,13 @@ class StreamWorkload(BaseWorkload):
         if not self.streams:  # half the leaders write, the others read and take over
             leaders = [w for w in range(self.concurrency) if self.leader(w) is None]
             self.streams = [Stream(f"s{i}") for i in range(max(1, len(leaders) // 2))]
+
+    def rolled(self, epoch: int, payloads: Payloads) -> StreamWorkload:
+        """As BaseWorkload's, with the streams named for the epoch (`s0.3`): a stream of
+        an earlier epoch is over, and its `seq` would clash with the new one's."""
+        for stream in self.streams:
+            stream.name = f"{stream.name}.{epoch}" if epoch else stream.name
+        return super().rolled(epoch, payloads)  # type: ignore[return-value]
 
     def next_op(self, ctx: Context) -> Op | Any:
         p: int = ctx.process  # type: ignore[assignment]

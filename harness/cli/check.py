@@ -150,20 +150,26 @@ def _summary(history: Path, result: dict[str, Any]) -> str:
 @click.option("--ops", type=click.IntRange(min=1000), default=1_000_000, show_default=True)
 @click.option("--ledgers", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--reads", type=click.FloatRange(0, 1), default=0.01, show_default=True)
+@click.option("--epoch-ops", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Write the history as epochs of this many ops, fresh ledgers each "
+              "(a soak's shape, which the check streams through); 0: one epoch.")  # fmt: skip
 @click.option("--repeat", type=click.IntRange(min=1), default=2, show_default=True,
               help="Runs of each measurement; the fastest counts.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def bench_checker(ops: int, ledgers: int, reads: float, repeat: int, as_json: bool) -> None:
+def bench_checker(
+    ops: int, ledgers: int, reads: float, epoch_ops: int, repeat: int, as_json: bool
+) -> None:
     """Full check vs stdlib json.loads of every line: CPU-time ratio and peak memory."""
     from harness.bench import checker as bench
 
-    f = bench.run(ops=ops, ledgers=ledgers, read_fraction=reads, repeat=repeat)
+    f = bench.run(ops=ops, ledgers=ledgers, read_fraction=reads, repeat=repeat, epoch_ops=epoch_ops)
     if as_json:
         click.echo(json.dumps(f, indent=2))
         return
     parse, chk = f["json_parse"], f["check"]
     click.echo(
-        f"{f['ops']} ops, {f['ledgers']} ledgers, {f['read_fraction']:.0%} reads, "
+        f"{f['ops']} ops in epochs of {f['epoch_ops']}, {f['ledgers']} ledgers, "
+        f"{f['read_fraction']:.0%} reads, "
         f"{f['history_mib']} MiB, {f['cpus']} cpus, python {f['python']}"
     )
     click.echo(

@@ -55,6 +55,10 @@ def fault_kinds_help() -> str:
     return "Comma-separated fault kinds: " + "; ".join(groups) + "."
 
 
+SOAK_EPOCH_S = 60.0
+"""A soak's epoch when --soak is given without --soak-epoch."""
+
+
 pipeline_option = click.option(
     "--pipeline",
     type=int,
@@ -96,6 +100,23 @@ pipeline_option = click.option(
     default=30.0,
     show_default=True,
     help="Seconds of workload and faults (then heal and final reads).",
+)
+@click.option(
+    "--soak",
+    callback=lambda _ctx, _param, value: _duration(value),
+    default=None,
+    metavar="DURATION",
+    help="A soak run: this long (90s, 30m, 8h; instead of --time-limit), faults all along, "
+    "the workload started afresh every --soak-epoch, so the history is checked in "
+    "segments (docs/history.md §9).",
+)
+@click.option(
+    "--soak-epoch",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds of one soak epoch: fresh ledgers and streams, closed-read at its end "
+    f"(with --soak: {SOAK_EPOCH_S:g} unless given); 0: one workload for the whole run.",
 )
 @click.option(
     "--concurrency", type=int, default=4, show_default=True, help="Client workers (processes)."
@@ -222,6 +243,9 @@ pipeline_option = click.option(
 def test(name: str | None, test_count: int, seed: int | None, **options: object) -> int:
     """Run a workload under faults, heal, read everything back, and check the history."""
     first_seed = seed if seed is not None else int.from_bytes(os.urandom(3))
+    soak = options.pop("soak")
+    if soak is not None:
+        options.update(time_limit=soak, soak_epoch=options["soak_epoch"] or SOAK_EPOCH_S)
     console = Console(stderr=True)
     codes = []
     for i in range(test_count):
@@ -233,6 +257,12 @@ def test(name: str | None, test_count: int, seed: int | None, **options: object)
         )  # type: ignore[arg-type]
         codes.append(exit_code(run_shown(console, spec)[1]))
     return worst(codes)
+
+
+def _duration(value: str | None) -> float | None:
+    from harness.nightly import parse_duration
+
+    return None if value is None else parse_duration(value, "--soak")
 
 
 def worst(codes: list[int]) -> int:

@@ -16,18 +16,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkers import check
+from checkers.segments import SEGMENT_LINES
 from tests.helpers.histories import MUTATIONS, H, Ops, histories
 
 REAL_RUNS = Path(__file__).parents[1] / "spark" / "data" / "real-runs.tar.gz"
 
 
-def write_run(store: Path, run: str, ops: Ops, spec: dict[str, Any] | None = None) -> Path:
-    """A run directory with the history and its reference result (checkers.check)."""
+def write_run(
+    store: Path,
+    run: str,
+    ops: Ops,
+    spec: dict[str, Any] | None = None,
+    segment_lines: int | None = SEGMENT_LINES,
+) -> Path:
+    """A run directory with the history and its reference result (checkers.check, in
+    segments of `segment_lines`)."""
     run_dir = store / run
     run_dir.mkdir(parents=True)
     encode = msgspec.json.Encoder().encode
     (run_dir / "history.jsonl").write_bytes(b"".join(encode(op) + b"\n" for op in ops))
-    (run_dir / "results.json").write_text(json.dumps(check(ops)))
+    (run_dir / "results.json").write_text(json.dumps(check(ops, segment_lines)))
     (run_dir / "test.json").write_text(json.dumps(spec or {"workload": "ledger"}))
     return run_dir
 

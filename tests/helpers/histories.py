@@ -259,3 +259,15 @@ def rich_history(seed: int = 3) -> Ops:
     """A long synthetic history with every ambiguity the checkers must tolerate."""
     return list(synthesize(seed, ops=3000, ledgers=4, streams=2, read_fraction=0.3,
                            rollover=0.01, abandon=0.5))  # fmt: skip
+
+
+def soak_history(seed: int = 4) -> Ops:
+    """A soak-shaped history (8 epochs of fresh ledgers and streams) with one anomaly of
+    each kind below injected in turn, each within one ledger, so that the streaming
+    checker still cuts it between epochs."""
+    ops = list(synthesize(seed, ops=1500, epochs=8, ledgers=3, streams=1, read_fraction=0.2,
+                          rollover=0.01, abandon=0.3))  # fmt: skip
+    rng = random.Random(seed)
+    for name in ("lost-append", "truncated-ledger", "garbage-read", "read-beyond-lac"):
+        ops = MUTATIONS[name](ops, rng) or ops
+    return ops

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.corpus import edge_cases, hypothesis_corpus, unpack_real_runs, write_run
-from tests.helpers.histories import MUTATIONS, rich_history
+from tests.helpers.histories import MUTATIONS, rich_history, soak_history
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -47,10 +47,18 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for name, ops in edge_cases().items():
         write_run(store, f"edge-{name}/20261102T000000", ops)
     real = unpack_real_runs(store)
+    soak = "soak/20261104T000000"  # checked streaming, in segments of 500 lines
+    write_run(store, soak, soak_history(), {"workload": "log"}, segment_lines=500)
     broken = write_run(store, "broken/20261103T000000", edge_cases()["info-fail-pending"])
     with open(broken / "history.jsonl", "ab") as fh:
         fh.write(b"this line is not JSON\n")
-    return {"store": store, "mutated": mutated, "real": real, "broken": "broken/20261103T000000"}
+    return {
+        "store": store,
+        "mutated": mutated,
+        "real": real,
+        "soak": soak,
+        "broken": "broken/20261103T000000",
+    }
 
 
 @pytest.fixture(scope="session")

@@ -30,9 +30,34 @@ def spark_types(spark: Any, store: Path) -> dict[str, list[str]]:
 
 def test_spark_agrees_with_the_python_checker_on_every_run(analysed, corpus) -> None:
     assert analysed["disagreements"] == []
-    expected = len(corpus["mutated"]) + len(edge_cases()) + len(corpus["real"])
+    expected = len(corpus["mutated"]) + len(edge_cases()) + len(corpus["real"]) + 1  # soak
     assert analysed["runs"] >= expected
     assert analysed["agreeing_runs"] == analysed["runs"]
+
+
+def test_spark_agrees_ledger_by_ledger_with_the_streaming_checker_on_a_soak(
+    spark, analysed, corpus
+) -> None:
+    """The soak run, checked by the streaming checker in segments: Spark, which
+    partitions every relational finder by run and ledger, finds the same anomaly types
+    on the same ledgers."""
+    from checkers.spark import RELATIONAL
+
+    run_dir = corpus["store"] / corpus["soak"]
+    result = json.loads((run_dir / "results.json").read_text())
+    python = {
+        (name, str(c["ledger"]))
+        for name, cases in result["anomalies"].items()
+        if name in RELATIONAL
+        for c in cases
+    }
+    assert len({name for name, _ in python}) >= 3, "vacuity guard: the soak has anomalies"
+    rows = spark.read.parquet(str(corpus["store"] / "trends" / "cache" / "anomalies"))
+    found = {
+        (r["anomaly"], r["ledger"])
+        for r in rows.filter(rows.run == corpus["soak"]).select("anomaly", "ledger").collect()
+    }
+    assert found == python
 
 
 def test_each_relational_mutation_is_found_in_its_run(spark, analysed, corpus) -> None:
