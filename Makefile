@@ -28,8 +28,11 @@ run: setup
 
 # The whole test suite, every tier (tests/conftest.py): unit, sim, integration (real
 # ZooKeeper and bookie processes), docker, spark, browser; the 15 slowest tests printed.
+# A pytest-xdist worker per core, the long tiers first; each module, and the spark and
+# browser tiers, run whole on one worker (their fixtures built once).
 test: setup lint
-	$(BIN)/pytest -q -p no:cacheprovider --durations=15
+	$(BIN)/pytest -q -p no:cacheprovider --durations=15 -n auto --dist loadscope \
+		--no-loadscope-reorder
 
 # The quick tiers, before a commit: unit and sim (no servers, root, docker or JVM; the venv
 # only, no system setup), a pytest-xdist worker per core.

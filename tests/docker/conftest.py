@@ -1,8 +1,10 @@
-"""The docker tier's fixtures: the engine, a snapshot of the tree and the image built from
-it, once per session for every module of tests/docker; and ssh hosts in containers."""
+"""The docker tier's fixtures, each built once per session for every module of tests/docker:
+the engine, a snapshot of the tree and the image built from it, a cluster, and ssh hosts in
+containers."""
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import time
 import uuid
@@ -15,7 +17,7 @@ import pytest
 
 from bookie_image.image.build import BASE_REPO, base_key, build_image, project_root, source_files
 from harness.errors import UserError
-from harness.runtime.docker import RUN_LABEL, docker_client, gc
+from harness.runtime.docker import RUN_LABEL, DockerCluster, docker_client, gc
 from tests.helpers.docker import HOSTS
 
 
@@ -39,9 +41,27 @@ def source_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def image(client: docker.DockerClient, source_snapshot: Path) -> str:
-    """The project image of the tree (built from scratch on a fresh machine)."""
-    return build_image(client, root=source_snapshot).tag
+def image(
+    client: docker.DockerClient, source_snapshot: Path, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    """The project image of the tree (built from scratch on a fresh machine). pytest-xdist
+    workers (`make test`) take turns: the first builds, the others find every step cached
+    (two debootstraps at once would share one `.partial` directory)."""
+    shared = tmp_path_factory.getbasetemp().parent  # the workers' common temporary folder
+    with open(shared / "bkchaos-image.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return build_image(client, root=source_snapshot).tag
+
+
+@pytest.fixture(scope="session")
+def cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
+    """ZooKeeper and three bookies in containers, libfaketime preloaded into the bookies
+    (the clock nemesis needs it; the other faults ignore it), shared by every test of the
+    tier that drives a cluster directly: each leaves it serving and healed."""
+    with DockerCluster(
+        tmp_path_factory.mktemp("docker-cluster"), bookie_count=3, image=image, faketime=True
+    ).running() as c:
+        yield c
 
 
 SSHD = (
@@ -67,7 +87,7 @@ def _wait_for_sshd(address: str, key: Path) -> None:
             probe.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def inventory(
     client: docker.DockerClient, image: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Path]:

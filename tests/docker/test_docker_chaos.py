@@ -29,10 +29,9 @@ from harness.bench.detect import BASE, exposing_spec
 from harness.command_line import replay_command
 from tests.helpers.cli import BKCHAOS
 from tests.helpers.docker import labelled
+from tests.helpers.runs import proven_faults
 
 pytestmark = pytest.mark.timeout(900)
-
-SHORT_RUN = ["--time-limit", "20", "--nemesis", "kill,pause", "--nemesis-interval", "3"]
 
 
 def bkchaos(snapshot: Path, *args: object, **popen: Any) -> subprocess.Popen:
@@ -96,7 +95,7 @@ def history_with_ops(store: Path) -> list[Path]:
     return [p for p in store.glob("ledger/*/history.jsonl") if p.stat().st_size > 5_000]
 
 
-def test_cluster_up_with_agents_reachable_on_loopback_only(
+def test_cli_up_json_serves_agents_on_loopback_only_and_down_leaves_nothing(
     client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
 ) -> None:
     began = time.monotonic()
@@ -112,6 +111,8 @@ def test_cluster_up_with_agents_reachable_on_loopback_only(
     assert up.returncode == 0, err
     state = json.loads(out)
     try:
+        assert state["zk_serving"] and state["image"] == image
+        assert all(b["registered"] and b["ip"] for b in state["bookies"]), state["bookies"]
         prefix = state["subnet"].rsplit(".", 1)[0]
         assert [(c["name"], c["ip"]) for c in state["clients"]] == [
             ("c1", f"{prefix}.101"),
@@ -130,30 +131,7 @@ def test_cluster_up_with_agents_reachable_on_loopback_only(
     assert down.returncode == 0
     assert all(not v for v in labelled(client, state["run_id"]).values())
     assert (tmp_path / "c1" / "agent.log").is_file()  # collected before removal
-
-
-def test_short_run_under_kills_and_pauses_checks_valid(
-    client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
-) -> None:
-    code, output, run_id, run_dir = docker_run(
-        source_snapshot, tmp_path / "store", *SHORT_RUN, "--seed", "7"
-    )
-    assert code == 0, output
-    results = json.loads((run_dir / "results.json").read_text())
-    assert results["valid"] is True
-    assert results["stats"]["appends_ok"] > 20
-    assert results["checkers"]["nemesis"]["faults"] >= 2  # faults happened and were proven
-    assert json.loads((run_dir / "test.json").read_text())["runtime"] == "docker"
-    nodes = {"zk1", "b1", "b2", "b3", "b4", "c1", "c2"}
-    assert {p.name for p in (run_dir / "logs").iterdir()} == nodes
-    assert (run_dir / "logs" / "c1" / "agent.log").stat().st_size > 0
-    assert all(not v for v in labelled(client, run_id).values())
-
-
-def _proven_faults(history: Path) -> set[str]:
-    """The fault ops whose completion carries a proof."""
-    ops = [json.loads(line) for line in history.read_text().splitlines() if '"nemesis"' in line]
-    return {op["f"] for op in ops if op["type"] == "info" and "proof" in (op["value"] or {})}
+    assert (tmp_path / "b1" / "bookie.log").is_file()
 
 
 @pytest.mark.timeout(600)
@@ -184,9 +162,14 @@ def test_every_fault_combined_for_two_minutes_keeps_a_clean_build_valid(
     )
     results = json.loads((run_dir / "results.json").read_text())
     assert code == 0, why_not_valid(results, output)
+    assert results["valid"] is True and results["stats"]["appends_ok"] > 20
     assert results["checkers"]["nemesis"]["errors"] == []
     starts = {"start-partition", "kill", "pause", "wipe", "power-loss", "corrupt"}
-    assert starts | {"clock-bump", "clock-strobe"} <= _proven_faults(run_dir / "history.jsonl")
+    assert starts | {"clock-bump", "clock-strobe"} <= proven_faults(run_dir / "history.jsonl")
+    assert json.loads((run_dir / "test.json").read_text())["runtime"] == "docker"
+    nodes = {"zk1", "b1", "b2", "b3", "b4", "c1", "c2"}
+    assert {p.name for p in (run_dir / "logs").iterdir()} == nodes  # collected from each
+    assert (run_dir / "logs" / "c1" / "agent.log").stat().st_size > 0
     assert all(not v for v in labelled(client, run_id).values())
 
 
@@ -222,7 +205,7 @@ def test_the_docker_exposing_tests_faults_take_effect_and_a_clean_build_stays_va
     results = json.loads((run_dir / "results.json").read_text())
     assert code == 0, why_not_valid(results, output)
     assert results["checkers"]["nemesis"]["errors"] == []
-    assert DOCKER_EXPOSERS[bug] <= _proven_faults(run_dir / "history.jsonl")
+    assert DOCKER_EXPOSERS[bug] <= proven_faults(run_dir / "history.jsonl")
     assert all(not v for v in labelled(client, run_id).values())
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,14 +24,6 @@ from nemesis.process import KillNemesis, PauseNemesis
 from tests.helpers.docker import add_from, transfer_s
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(scope="module")
-def cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
-    with DockerCluster(
-        tmp_path_factory.mktemp("nemesis-docker"), bookie_count=3, image=image, faketime=True
-    ).running() as c:
-        yield c
 
 
 async def test_isolated_node_is_cut_off_and_its_client_cannot_add_until_heal(cluster) -> None:

@@ -10,7 +10,6 @@ included; the assertions hold whatever the random draws: with 30 % loss, a 96 KB
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,14 +18,6 @@ from nemesis.net import LOSS_CHAIN, PacketNemesis
 from tests.helpers.docker import add_from, transfer_s
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
-
-
-@pytest.fixture(scope="module")
-def cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCluster]:
-    with DockerCluster(
-        tmp_path_factory.mktemp("packet-docker"), bookie_count=3, image=image
-    ).running() as c:
-        yield c
 
 
 def dropped(cluster: DockerCluster, node: str) -> dict[str, int]:

@@ -2,18 +2,17 @@
 
 Each fault's effect is observed from outside the nemesis — by a client, by asking one
 bookie directly, by the bookie's own log — its proof is checked, and the cluster serves
-again afterwards. The last tests are whole `bkchaos test` runs.
+again afterwards. (Every fault of them in one whole `bkchaos test` run:
+test_chaos_local.py.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +24,6 @@ from harness.runtime.local import LocalCluster
 from nemesis.clock import ClockNemesis
 from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
 from tests.helpers.bookies import wait_checkpointed
-from tests.helpers.cli import BKCHAOS
 
 
 @pytest.fixture(scope="module")
@@ -225,47 +223,3 @@ async def test_clock_bump_strobe_and_reset_move_the_bookies_own_clock(cluster) -
     before = len([e for e in events(cluster, "b1") if e["event"] == "journal-stats"])
     await write(cluster, 3)
     assert abs(_wall_clock_lag(cluster, "b1", before)) < 2
-
-
-def _bkchaos_test(store: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*BKCHAOS, "test", "--runtime", "local", "--store", str(store), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def test_network_faults_are_refused_on_the_local_runtime(tmp_path: Path) -> None:
-    done = _bkchaos_test(tmp_path, "--nemesis", "kill,partition", timeout=60)
-    assert done.returncode == 254
-    assert "not supported on the local runtime" in done.stderr
-
-
-@pytest.mark.timeout(400)
-def test_every_local_fault_combined_keeps_a_clean_build_valid(tmp_path: Path) -> None:
-    """~60 s of kill, pause, wipe, power-loss, corrupt, clock bump and strobe, overlapping.
-
-    Corruptions cut the last write (`--corruption tail`), which never takes both copies of
-    an entry: random bit flips on two bookies once hit both copies of one entry (WQ 2) in
-    small early entry logs, a real loss that leaves the run rightly `unknown`."""
-    kinds = "kill,pause,wipe,power-loss,corrupt,clock,clock-strobe"
-    args = ["--nemesis", kinds, "--time-limit", "60", "--nemesis-interval", "4"]
-    args += ["--corruption", "tail"]
-    done = _bkchaos_test(tmp_path, *args, "--seed", "42", timeout=380)
-    run_dir = (tmp_path / "latest").resolve()
-    results = json.loads((run_dir / "results.json").read_text())
-    assert done.returncode == 0, (
-        done.stdout[-2000:],
-        results["anomaly_types"],
-        results["checkers"]["nemesis"],
-    )
-    faults = [
-        json.loads(line)
-        for line in (run_dir / "history.jsonl").read_text().splitlines()
-        if '"nemesis"' in line
-    ]
-    completed = {
-        op["f"] for op in faults if op["type"] == "info" and "proof" in (op["value"] or {})
-    }
-    assert len(completed - {"heal"}) >= 5, sorted(completed)
