@@ -12,7 +12,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from checkers.spark import coverage
+from checkers.spark import coverage, farm
 
 Row = dict[str, Any]
 _MAX_RUNS = 500  # newest runs listed on the page; the Parquet table has them all
@@ -74,6 +74,7 @@ def write_pages(out: Path, report: Row, tables: dict[str, list[Row]]) -> Path:
             ],
         ),
         coverage.html_section(tables),
+        farm.html_section(tables),
         f"<h2>Runs (newest {min(len(runs), _MAX_RUNS)} of {len(runs)})</h2>",
         _runs(out, runs[:_MAX_RUNS]),
     ]
