@@ -53,11 +53,13 @@ def farm_space(
     )
 
 
-def start_spark(master: str, conf: dict[str, str], ship: str, workdir: Path) -> Any:
+def start_spark(
+    master: str, conf: dict[str, str], ship: str, workdir: Path
+) -> tuple[Any, Path | None]:
     """A SparkSession for the farm, with bkchaos shipped to its executors as `ship` says:
     `none` (the executors import the driver's installation: local masters), `wheel`
     (build it from this checkout), a path to a built wheel, or `auto` (`none` for
-    `local[…]`, `wheel` for anything else)."""
+    `local[…]`, `wheel` for anything else). Returns the session and the wheel shipped."""
     from harness import farm
 
     spark = _spark()
@@ -76,7 +78,7 @@ def start_spark(master: str, conf: dict[str, str], ship: str, workdir: Path) -> 
         raise UserError(str(exc)) from exc
     if wheel is not None:
         farm.ship(session.sparkContext, wheel, workdir)
-    return session
+    return session, wheel
 
 
 @click.command("farm")
@@ -202,9 +204,10 @@ def run(
     name = time.strftime("%Y%m%dT%H%M%S", started)
     night = time.strftime("%Y-%m-%d", started)
     with tempfile.TemporaryDirectory(prefix="bkchaos-farm-ship-") as workdir:
-        session = start_spark(master, conf, ship, Path(workdir))
+        session, wheel = start_spark(master, conf, ship, Path(workdir))
         try:
             runner = farm.SparkRunner(session.sparkContext, batch_size)
+            code = sorted(set(farm.executor_origin(session.sparkContext, runner.slots)))
             outcome = farm.run_farm(
                 space,
                 runner,
@@ -240,6 +243,8 @@ def run(
         "night": night,
         "master": master,
         "slots": slots,
+        "shipped": None if wheel is None else wheel.name,
+        "executor_code": code,
         "batch_size": batch_size,
         "tests": len(outcome.rows),
         "rounds": outcome.rounds,
@@ -288,3 +293,38 @@ def _text(s: dict[str, Any]) -> str:
     if not s["failures"]:
         lines.append("no invalid history")
     return "\n".join(lines)
+
+
+@click.command("farm")
+@click.option("--tests", type=click.IntRange(min=4), default=64, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def bench_farm(tests: int, batch_size: int, seed: int, as_json: bool) -> None:
+    """Farm tests/s on local[1], local[2] and local-cluster, and its per-test overhead."""
+    from harness.bench import farm as bench
+
+    _spark()
+    f = bench.run(farm_space(None, ",".join(SIM_NEMESES), ()), tests, batch_size, seed)
+    if as_json:
+        click.echo(json.dumps(f, indent=2))
+        return
+    alone = f["one_process"]
+    click.echo(
+        f"{f['tests']} simulated tests (seed {f['seed']}), {f['batch_size']} per task, "
+        f"{f['cpus']} cpus, load {f['load_before']} before / {f['load_after']} after"
+    )
+    click.echo(
+        f"one process:  {alone['seconds']:7.2f} s, {alone['tests_per_s']:6.2f} tests/s, "
+        f"{alone['cpu_s']} CPU s"
+    )
+    for master, m in f["masters"].items():
+        click.echo(
+            f"{master:<24} {m['seconds']:7.2f} s, {m['tests_per_s']:6.2f} tests/s on "
+            f"{m['slots']} slots, CPU efficiency {m['cpu_efficiency']:.0%} (warm-up "
+            f"{m['warm_up_s']} s); same histories: {m['same_histories']}"
+        )
+    click.echo(
+        f"speedup local[2]/local[1]: {f['speedup_local2']}x; farm overhead on one slot: "
+        f"{f['overhead_per_test_ms']} ms per test, {f['overhead']:.1%} of the tests' own CPU"
+    )
