@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,15 +138,21 @@ class Failure:
 
 @dataclass
 class FarmOutcome:
-    rows: list[dict[str, Any]]
-    rounds: int
-    seconds: float
-    corpus: Corpus
+    """What a farm ran and found; its rows went to `on_round` (a long farm on a large
+    cluster makes millions: the driver keeps counts, the corpus and failures only)."""
+
+    tests: int = 0
+    rounds: int = 0
+    seconds: float = 0.0
+    cpu_s: float = 0.0
+    verdicts: Counter[str] = field(default_factory=Counter)
+    corpus: Corpus = field(default_factory=Corpus)
     failures: dict[str, Failure] = field(default_factory=dict)
+    interrupted: bool = False
 
 
-RoundProgress = Callable[[int, list[dict[str, Any]], FarmOutcome], None]
-"""Told after each round: its number, its rows, the farm so far."""
+RoundDone = Callable[[int, list[dict[str, Any]], FarmOutcome], None]
+"""Told after each round: its number, its rows (in test order), the farm so far."""
 
 
 def run_farm(
@@ -158,41 +165,45 @@ def run_farm(
     seed: int,
     farm: str,
     night: str,
-    on_round: RoundProgress | None = None,
+    on_round: RoundDone,
 ) -> FarmOutcome:
-    """Run rounds of `round_size` tests until `max_tests` ran or `budget_s` real seconds
-    passed (checked between rounds); each round is drawn from the corpus the earlier
-    rounds built. Every row is kept; failures are recorded, not shrunk (`shrink_failures`)."""
+    """Run rounds of `round_size` tests until `max_tests` ran, `budget_s` real seconds
+    passed (checked between rounds) or an interrupt (Ctrl-C ends the farm after the
+    rounds done, not the process); each round is drawn from the corpus the earlier
+    rounds built. Failures are recorded, not shrunk (`shrink_failures`)."""
     started = time.monotonic()
     rng = random.Random(seed)
-    outcome = FarmOutcome(rows=[], rounds=0, seconds=0.0, corpus=Corpus())
-    while len(outcome.rows) < max_tests and time.monotonic() - started < budget_s:
-        size = min(round_size, max_tests - len(outcome.rows))
-        candidates = [next_candidate(space, rng, outcome.corpus) for _ in range(size)]
-        first = len(outcome.rows)
-        tests = [
-            {
-                "farm": farm,
-                "night": night,
-                "test": first + i,
-                "round": outcome.rounds,
-                "spec": spec_json(c.to_spec()),
-            }
-            for i, c in enumerate(candidates)
-        ]
-        rows = sorted(runner(tests), key=lambda r: r["test"])
-        if [r["test"] for r in rows] != [t["test"] for t in tests]:
-            raise RuntimeError(f"round {outcome.rounds}: {len(rows)} rows for {len(tests)} tests")
-        for candidate, row in zip(candidates, rows, strict=True):
-            outcome.corpus.offer(candidate, frozenset(row["features"]))
-            if row["verdict"] == "invalid":
-                anomaly = target_anomaly(row["anomaly_types"])
-                outcome.failures.setdefault(anomaly, Failure(anomaly, row, candidate))
-        outcome.rows += rows
-        outcome.rounds += 1
-        outcome.seconds = time.monotonic() - started
-        if on_round is not None:
+    outcome = FarmOutcome()
+    try:
+        while outcome.tests < max_tests and time.monotonic() - started < budget_s:
+            size = min(round_size, max_tests - outcome.tests)
+            candidates = [next_candidate(space, rng, outcome.corpus) for _ in range(size)]
+            tests = [
+                {
+                    "farm": farm,
+                    "night": night,
+                    "test": outcome.tests + i,
+                    "round": outcome.rounds,
+                    "spec": spec_json(c.to_spec()),
+                }
+                for i, c in enumerate(candidates)
+            ]
+            rows = sorted(runner(tests), key=lambda r: r["test"])
+            if [r["test"] for r in rows] != [t["test"] for t in tests]:
+                raise RuntimeError(f"round {outcome.rounds}: {len(rows)} rows for {size} tests")
+            for candidate, row in zip(candidates, rows, strict=True):
+                outcome.corpus.offer(candidate, frozenset(row["features"]))
+                outcome.verdicts[row["verdict"]] += 1
+                outcome.cpu_s += row["cpu_s"]
+                if row["verdict"] == "invalid":
+                    anomaly = target_anomaly(row["anomaly_types"])
+                    outcome.failures.setdefault(anomaly, Failure(anomaly, row, candidate))
+            outcome.tests += size
+            outcome.rounds += 1
+            outcome.seconds = time.monotonic() - started
             on_round(outcome.rounds, rows, outcome)
+    except KeyboardInterrupt:
+        outcome.interrupted = True
     outcome.seconds = time.monotonic() - started
     return outcome
 

@@ -21,6 +21,9 @@ from nemesis.kinds import SIM_NEMESES
 TASKS_PER_SLOT = 2
 """Tasks per executor slot in a round: a slot that finishes its batch early takes the
 next, so one slow batch idles fewer slots at the round's end."""
+FLUSH_ROWS = 20_000
+"""Rows kept on the driver before they are appended to the store's Parquet: few files
+per night, and a driver's memory that does not grow with the farm."""
 
 
 def farm_space(
@@ -178,6 +181,8 @@ def farm(
         progress=not as_json,
     )
     click.echo(json.dumps(summary, indent=2) if as_json else _text(summary))
+    if summary["interrupted"]:
+        return 130
     return 1 if summary["failures"] else 0
 
 
@@ -196,15 +201,25 @@ def run(
 ) -> dict[str, Any]:
     """One farm: Spark started, the rounds run, the rows written, failures shrunk and
     stored; returns the summary `--json` prints."""
-    from checkers.spark.farm import write_rows
+    from checkers.spark.farm import FARM_DIR, write_rows
     from harness import farm
     from harness.cli.search import store_found
 
     started = time.gmtime()
     name = time.strftime("%Y%m%dT%H%M%S", started)
     night = time.strftime("%Y-%m-%d", started)
+    pending: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bkchaos-farm-ship-") as workdir:
         session, wheel = start_spark(master, conf, ship, Path(workdir))
+
+        def keep(number: int, rows: list[dict[str, Any]], outcome: farm.FarmOutcome) -> None:
+            pending.extend(rows)
+            if len(pending) >= FLUSH_ROWS:
+                write_rows(session, pending, store)
+                pending.clear()
+            if progress:
+                _progress(number, rows, outcome)
+
         try:
             runner = farm.SparkRunner(session.sparkContext, batch_size)
             code = sorted(set(farm.executor_origin(session.sparkContext, runner.slots)))
@@ -217,17 +232,17 @@ def run(
                 seed=seed,
                 farm=name,
                 night=night,
-                on_round=_progress if progress else None,
+                on_round=keep,
             )
-            rows_path = write_rows(session, outcome.rows, store)
+            write_rows(session, pending, store)
             slots = runner.slots
         finally:
             session.stop()
-    farm.shrink_failures(outcome, space, budget_s)
+    if not outcome.interrupted:
+        farm.shrink_failures(outcome, space, budget_s)
     failures = []
     for failure in outcome.failures.values():
-        assert failure.shrunk is not None
-        stored = store_found(store, failure.shrunk.to_spec())
+        stored = store_found(store, (failure.shrunk or failure.candidate).to_spec())
         entry = {
             "anomaly": failure.anomaly,
             "test": failure.row["test"],
@@ -237,7 +252,6 @@ def run(
         }
         Path(stored["run_dir"], "farm.json").write_text(json.dumps(entry, indent=2))
         failures.append(entry)
-    cpu_s = sum(r["cpu_s"] for r in outcome.rows)
     return {
         "farm": name,
         "night": night,
@@ -246,25 +260,26 @@ def run(
         "shipped": None if wheel is None else wheel.name,
         "executor_code": code,
         "batch_size": batch_size,
-        "tests": len(outcome.rows),
+        "tests": outcome.tests,
         "rounds": outcome.rounds,
         "seconds": round(outcome.seconds, 1),
-        "tests_per_s": round(len(outcome.rows) / outcome.seconds, 2) if outcome.seconds else 0,
-        "cpu_s": round(cpu_s, 1),
-        "invalid": sum(r["verdict"] == "invalid" for r in outcome.rows),
-        "unknown": sum(r["verdict"] == "unknown" for r in outcome.rows),
+        "tests_per_s": round(outcome.tests / outcome.seconds, 2) if outcome.seconds else 0,
+        "cpu_s": round(outcome.cpu_s, 1),
+        "invalid": outcome.verdicts["invalid"],
+        "unknown": outcome.verdicts["unknown"],
         "corpus": len(outcome.corpus.entries),
         "coverage": sorted(outcome.corpus.seen),
-        "rows": str(rows_path / f"night={night}"),
+        "rows": str(store / FARM_DIR / f"night={night}"),
+        "interrupted": outcome.interrupted,
         "failures": failures,
     }
 
 
 def _progress(number: int, rows: list[dict[str, Any]], outcome: Any) -> None:
     bad = sum(r["verdict"] == "invalid" for r in rows)
-    rate = len(outcome.rows) / outcome.seconds if outcome.seconds else 0
+    rate = outcome.tests / outcome.seconds if outcome.seconds else 0
     click.echo(
-        f"round {number:>3}: {len(rows)} tests, {bad} invalid; {len(outcome.rows)} in all "
+        f"round {number:>3}: {len(rows)} tests, {bad} invalid; {outcome.tests} in all "
         f"({rate:.1f} tests/s), corpus {len(outcome.corpus.entries)}, "
         f"coverage {len(outcome.corpus.seen)}",
         err=True,
@@ -321,10 +336,12 @@ def bench_farm(tests: int, batch_size: int, seed: int, as_json: bool) -> None:
     for master, m in f["masters"].items():
         click.echo(
             f"{master:<24} {m['seconds']:7.2f} s, {m['tests_per_s']:6.2f} tests/s on "
-            f"{m['slots']} slots, CPU efficiency {m['cpu_efficiency']:.0%} (warm-up "
+            f"{m['slots']} slots, {m['farm_cpu_s']} CPU s in all, tests' CPU per slot-second "
+            f"{m['cpu_efficiency']:.0%} (warm-up "
             f"{m['warm_up_s']} s); same histories: {m['same_histories']}"
         )
     click.echo(
         f"speedup local[2]/local[1]: {f['speedup_local2']}x; farm overhead on one slot: "
-        f"{f['overhead_per_test_ms']} ms per test, {f['overhead']:.1%} of the tests' own CPU"
+        f"{f['overhead_cpu_ms_per_test']} CPU ms per test, {f['overhead']:.1%} of the tests' "
+        f"own CPU ({f['overhead_wall']:.1%} by wall time)"
     )

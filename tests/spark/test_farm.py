@@ -22,7 +22,8 @@ TEST_FIELDS = ("farm", "night", "test", "round", "spec")
 
 def test_a_farm_row_replays_locally_to_the_same_history_bytes(spark: Any, tmp_path: Path) -> None:
     space = farm_space("ledger", "kill,pause,partition", (), max_time=1.0)
-    outcome = run_farm(
+    made: list[dict[str, Any]] = []
+    run_farm(
         space,
         SparkRunner(spark.sparkContext, batch_size=2),
         round_size=4,
@@ -31,15 +32,16 @@ def test_a_farm_row_replays_locally_to_the_same_history_bytes(spark: Any, tmp_pa
         seed=11,
         farm="20261127T010000",
         night="2026-11-27",
+        on_round=lambda _number, rows, _outcome: made.extend(rows),
     )
     store = tmp_path / "store"
-    write_rows(spark, outcome.rows, store)
+    write_rows(spark, made, store)
     rows = sorted(
         (r.asDict(recursive=True) for r in read_rows(spark, store).collect()),
         key=lambda r: r["test"],
     )
     assert [r["test"] for r in rows] == [0, 1, 2, 3]
-    assert rows == sorted(outcome.rows, key=lambda r: r["test"])  # Parquet keeps every column
+    assert rows == made  # Parquet keeps every column
     row = max(rows, key=lambda r: (len(spec_from_json(r["spec"]).schedule), r["test"]))
     replayed = run_sim(spec_from_json(row["spec"]), tmp_path / "replay")
     history = (tmp_path / "replay" / "history.jsonl").read_bytes()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from harness.farm import FarmOutcome, run_farm, spec_from_json, spec_json
@@ -32,6 +33,7 @@ def made_up_row(test: dict[str, Any]) -> dict[str, Any]:
         "features": sorted(reached),
         "verdict": "invalid" if invalid else "valid",
         "anomaly_types": ["lost-append"] if invalid else [],
+        "cpu_s": 0.25,
     }
 
 
@@ -45,16 +47,25 @@ def shuffled_runner(calls: list[int]) -> Any:
     return run
 
 
-def farm(seed: int, calls: list[int] | None = None, **kwargs: Any) -> FarmOutcome:
+@dataclass
+class Farm:
+    outcome: FarmOutcome
+    rows: list[dict[str, Any]]
+
+
+def farm(seed: int, calls: list[int] | None = None, **kwargs: Any) -> Farm:
     settings = {"round_size": 6, "budget_s": 600.0, "max_tests": 20, **kwargs}
-    return run_farm(
+    rows: list[dict[str, Any]] = []
+    outcome = run_farm(
         SPACE,
         shuffled_runner([] if calls is None else calls),
         seed=seed,
         farm="20261127T000000",
         night="2026-11-27",
+        on_round=lambda _number, got, _outcome: rows.extend(got),
         **settings,
     )
+    return Farm(outcome, rows)
 
 
 def test_a_spec_travels_as_json_and_comes_back_equal() -> None:
@@ -73,11 +84,12 @@ def test_a_spec_travels_as_json_and_comes_back_equal() -> None:
 
 def test_rounds_stop_at_the_test_bound_and_number_every_test() -> None:
     calls: list[int] = []
-    outcome = farm(0, calls)
+    done = farm(0, calls)
     assert calls == [6, 6, 6, 2]
-    assert outcome.rounds == 4
-    assert [r["test"] for r in outcome.rows] == list(range(20))
-    assert [r["round"] for r in outcome.rows] == [0] * 6 + [1] * 6 + [2] * 6 + [3] * 2
+    assert (done.outcome.rounds, done.outcome.tests) == (4, 20)
+    assert done.outcome.cpu_s == 20 * 0.25
+    assert [r["test"] for r in done.rows] == list(range(20))
+    assert [r["round"] for r in done.rows] == [0] * 6 + [1] * 6 + [2] * 6 + [3] * 2
 
 
 def test_the_same_seed_walks_the_same_tests_and_another_seed_others() -> None:
@@ -89,13 +101,13 @@ def test_the_same_seed_walks_the_same_tests_and_another_seed_others() -> None:
 def test_later_rounds_are_steered_by_what_earlier_rounds_reached() -> None:
     """Round 1 draws afresh (the corpus is empty); later rounds mostly mutate kept tests,
     so most of their tests share a fault step with a test kept before."""
-    outcome = farm(1, max_tests=60, round_size=12)
+    done = farm(1, max_tests=60, round_size=12)
 
     def steps(spec_text: str) -> set[str]:
         return {json.dumps(s, sort_keys=True) for s in spec_from_json(spec_text).schedule}
 
-    kept = set().union(*(steps(spec_json(c.to_spec())) for c, _ in outcome.corpus.entries))
-    later = [steps(r["spec"]) for r in outcome.rows[12:]]
+    kept = set().union(*(steps(spec_json(c.to_spec())) for c, _ in done.outcome.corpus.entries))
+    later = [steps(r["spec"]) for r in done.rows[12:]]
     assert sum(bool(s & kept) for s in later) > len(later) / 2
 
 
@@ -113,11 +125,35 @@ def test_the_first_test_is_the_no_hint_search_s_first_test() -> None:
     assert spec_from_json(farm(5, max_tests=1).rows[0]["spec"]) == seen[0]
 
 
+def test_an_interrupt_ends_the_farm_after_the_rounds_done() -> None:
+    calls: list[int] = []
+    runner = shuffled_runner(calls)
+
+    def interrupted_in_round_3(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return runner(tests)
+
+    outcome = run_farm(
+        SPACE,
+        interrupted_in_round_3,
+        round_size=6,
+        budget_s=600.0,
+        max_tests=60,
+        seed=0,
+        farm="20261127T000000",
+        night="2026-11-27",
+        on_round=lambda *_: None,
+    )
+    assert (outcome.interrupted, outcome.rounds, outcome.tests) == (True, 2, 12)
+
+
 def test_the_first_failure_of_each_anomaly_is_kept_for_shrinking() -> None:
-    outcome = farm(2, max_tests=200, round_size=50)
-    invalid = [r for r in outcome.rows if r["verdict"] == "invalid"]
+    done = farm(2, max_tests=200, round_size=50)
+    invalid = [r for r in done.rows if r["verdict"] == "invalid"]
     assert invalid, "the made-up rows fail for BUGGIFY with four or more steps"
-    assert list(outcome.failures) == ["lost-append"]
-    failure = outcome.failures["lost-append"]
+    assert done.outcome.verdicts["invalid"] == len(invalid)
+    assert list(done.outcome.failures) == ["lost-append"]
+    failure = done.outcome.failures["lost-append"]
     assert failure.row == invalid[0]
     assert spec_json(failure.candidate.to_spec()) == invalid[0]["spec"]
