@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.farm import SparkRunner, in_process, spec_json
+from harness.sim.corpus import Space
 
 MASTERS = ("local[1]", "local[2]", "local-cluster[2,1,1024]")
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -47,7 +48,7 @@ def tree_cpu_s() -> float:
     return sum(cpu.get(pid, 0.0) for pid in tree)
 
 
-def draw(space: Any, tests: int, seed: int) -> list[dict[str, Any]]:
+def draw(space: Space, tests: int, seed: int) -> list[dict[str, Any]]:
     """`tests` fresh draws of the farm's space (its first round, for `seed`)."""
     rng = random.Random(seed)
     return [
@@ -56,7 +57,7 @@ def draw(space: Any, tests: int, seed: int) -> list[dict[str, Any]]:
     ]
 
 
-def run(space: Any, tests: int = 64, batch_size: int = 8, seed: int = 0) -> dict[str, Any]:
+def run(space: Space, tests: int = 64, batch_size: int = 8, seed: int = 0) -> dict[str, Any]:
     """The figures (see the module doc). `overhead` is the CPU the farm on one slot
     (`local[1]`: driver, JVM, Python workers) spends beyond the same tests run in one
     process, as a fraction of the tests' own CPU time; `overhead_wall` the same from

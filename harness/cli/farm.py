@@ -7,7 +7,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,9 @@ from harness.cli.search import _fault_kinds, parse_budget, search_base
 from harness.errors import UserError
 from harness.testspec import WORKLOADS
 from nemesis.kinds import SIM_NEMESES
+
+if TYPE_CHECKING:
+    from harness.sim.corpus import Space
 
 TASKS_PER_SLOT = 2
 """Tasks per executor slot in a round: a slot that finishes its batch early takes the
@@ -33,7 +36,7 @@ def farm_space(
     buggify: bool = True,
     max_faults: int = 3,
     max_time: float = 3.0,
-) -> Any:
+) -> Space:
     """The no-hint search's space (`bkchaos search` with no workload settings given), for
     the workload, fault kinds and seeded bugs asked for."""
     from harness.sim.corpus import Space
@@ -187,7 +190,7 @@ def farm(
 
 
 def run(
-    space: Any,
+    space: Space,
     *,
     master: str,
     conf: dict[str, str],
