@@ -38,6 +38,7 @@ import asyncio
 import functools
 import random
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from bookie_image.bookie.cookies import CookieRefused
@@ -120,13 +121,15 @@ class SimNemesis:
         elif f == "wipe":
             for bookie in self._bookies(value):
                 bookie.crash()
-                moved = {str(root): disk.pull() for root, disk in bookie.disks.items()}
+                moved = {_disk_name(root): disk.pull() for root, disk in bookie.disks.items()}
                 proof[bookie.name] = {"moved": moved, **await self._start_on_blank_disk(bookie)}
         elif f == "restore":
             nodes = value.get("nodes") or [b.name for b in self._bookies_pulled()]
             for bookie in self._bookies({"nodes": nodes}) if nodes else ():
                 bookie.crash()
-                restored = {str(r): d.put_back() for r, d in bookie.disks.items() if d.pulled}
+                restored = {
+                    _disk_name(r): d.put_back() for r, d in bookie.disks.items() if d.pulled
+                }
                 await self._start(bookie)
                 proof[bookie.name] = {"restored": restored, "registered": bookie.id}
         elif f == "pause":
@@ -244,7 +247,8 @@ class SimNemesis:
         try:
             await bookie.start()
         except CookieRefused as exc:
-            raise FaultNotProven(f"{bookie.name} did not come back: {exc}") from None
+            reason = _on_node(bookie, str(exc))
+            raise FaultNotProven(f"{bookie.name} did not come back: {reason}") from None
 
     @staticmethod
     async def _start_on_blank_disk(bookie: SimBookie) -> dict[str, Any]:
@@ -254,7 +258,11 @@ class SimNemesis:
         try:
             await bookie.start()
         except CookieRefused as exc:
-            return {"cookie_check": "refused", "reason": exc.reason, "running": False}
+            return {
+                "cookie_check": "refused",
+                "reason": _on_node(bookie, exc.reason),
+                "running": False,
+            }
         return {"cookie_check": "accepted a blank disk", "running": True}
 
     async def heal(self) -> list[dict[str, Any]]:
@@ -277,3 +285,16 @@ class SimNemesis:
         if down:
             proofs.append((await self.invoke({"f": "restart", "value": {"nodes": down}}))["proof"])
         return proofs
+
+
+def _disk_name(root: Path) -> str:
+    """A bookie's disk as `<bookie>/<dir>` (`b3/journal`): the scratch directory holding
+    the disks is named anew by every run, and a history that named it would make two
+    runs of one seed differ."""
+    return f"{root.parent.name}/{root.name}"
+
+
+def _on_node(bookie: SimBookie, text: str) -> str:
+    """`text` with the run's scratch directory taken out of the paths it names."""
+    scratch = next(iter(bookie.disks)).parents[1]
+    return text.replace(f"{scratch}/", "")
