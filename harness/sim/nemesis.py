@@ -38,7 +38,6 @@ import asyncio
 import functools
 import random
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from bookie_image.bookie.cookies import CookieRefused
@@ -121,15 +120,13 @@ class SimNemesis:
         elif f == "wipe":
             for bookie in self._bookies(value):
                 bookie.crash()
-                moved = {_disk_name(root): disk.pull() for root, disk in bookie.disks.items()}
+                moved = {disk.name: disk.pull() for disk in bookie.disks.values()}
                 proof[bookie.name] = {"moved": moved, **await self._start_on_blank_disk(bookie)}
         elif f == "restore":
             nodes = value.get("nodes") or [b.name for b in self._bookies_pulled()]
             for bookie in self._bookies({"nodes": nodes}) if nodes else ():
                 bookie.crash()
-                restored = {
-                    _disk_name(r): d.put_back() for r, d in bookie.disks.items() if d.pulled
-                }
+                restored = {d.name: d.put_back() for d in bookie.disks.values() if d.pulled}
                 await self._start(bookie)
                 proof[bookie.name] = {"restored": restored, "registered": bookie.id}
         elif f == "pause":
@@ -287,14 +284,8 @@ class SimNemesis:
         return proofs
 
 
-def _disk_name(root: Path) -> str:
-    """A bookie's disk as `<bookie>/<dir>` (`b3/journal`): the scratch directory holding
-    the disks is named anew by every run, and a history that named it would make two
-    runs of one seed differ."""
-    return f"{root.parent.name}/{root.name}"
-
-
 def _on_node(bookie: SimBookie, text: str) -> str:
-    """`text` with the run's scratch directory taken out of the paths it names."""
+    """`text` with the run's scratch directory taken out of the paths it names (as
+    `SimDisk.name` does)."""
     scratch = next(iter(bookie.disks)).parents[1]
     return text.replace(f"{scratch}/", "")
