@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bookie_image import bugs as seeded_bugs
 from core.signals import sigterm_as_interrupt
 from harness.command_line import SPEC_FIELDS, replay_command
 from harness.errors import UserError
 from harness.store import store_name
-from harness.testspec import TestSpec
+from harness.testspec import WORKLOADS, TestSpec
 
 RUN_OVERHEAD_S = 20.0
 """First guess of a run's time beyond its run length (cluster start, final reads, checks);
@@ -46,8 +47,10 @@ OWNED_BY_MATRIX = frozenset(
 )
 SPEC_SETTINGS = SPEC_FIELDS - OWNED_BY_MATRIX
 TOP_LEVEL = frozenset(
-    {"budget", "run_length", "store", "workloads", "nemeses", "bugs", "defaults", "configs"}
+    {"budget", "run_length", "store", "workloads", "nemeses", "bugs", "defaults", "configs", "farm"}
 )
+FARM_KEYS = {"budget": None, "master": "--master", "workload": "--workload", "bugs": "--bug"}
+"""The `[farm]` table's keys and the `bkchaos farm` option each becomes."""
 TRENDS_PAGE = "trends/index.html"
 """Where `bkchaos analyze STORE` writes its trend pages, relative to the store."""
 EXIT_CLEAN_INVALID = 1
@@ -75,12 +78,25 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class FarmStage:
+    """The night's simulation farm (`[farm]`): its own budget and `bkchaos farm` options."""
+
+    budget_s: float
+    options: tuple[str, ...] = ()
+
+    @property
+    def clean(self) -> bool:
+        return "--bug" not in self.options
+
+
+@dataclass(frozen=True)
 class Matrix:
     budget_s: float
     run_length_s: float
     store: str
     defaults: dict[str, Any]
     cells: tuple[Cell, ...]
+    farm: FarmStage | None = None
 
     def spec(self, cell: Cell, seed: int, store: str) -> TestSpec:
         """The test of one run of `cell`."""
@@ -138,6 +154,7 @@ def load_matrix(path: Path) -> Matrix:
         store=str(data.get("store", "store")),
         defaults=defaults,
         cells=cells,
+        farm=_farm_stage(data["farm"], f"{where}: [farm]") if "farm" in data else None,
     )
     for cell in cells:
         try:
@@ -145,6 +162,31 @@ def load_matrix(path: Path) -> Matrix:
         except (UserError, TypeError) as exc:
             raise UserError(f"{where}: cell {cell.id}: {exc}") from None
     return matrix
+
+
+def _farm_stage(value: Any, where: str) -> FarmStage:
+    """`[farm]`: budget (required), master, workload, bugs (a list of seeded bugs)."""
+    if not isinstance(value, dict) or "budget" not in value:
+        raise UserError(f'{where} must be a table with a budget, e.g. budget = "10m"')
+    unknown = sorted(set(value) - set(FARM_KEYS))
+    if unknown:
+        raise UserError(f"{where}: unknown keys {unknown}; allowed: {sorted(FARM_KEYS)}")
+    options: list[str] = []
+    for key, flag in FARM_KEYS.items():
+        if flag is None or key not in value:
+            continue
+        given = value[key]
+        for item in _names(given, f"{where}: {key}") if key == "bugs" else [given]:
+            if not isinstance(item, str) or not item:
+                raise UserError(f"{where}: {key} must be a name, not {item!r}")
+            options += [flag, item]
+    if value.get("workload", WORKLOADS[0]) not in WORKLOADS:
+        raise UserError(f"{where}: workload {value['workload']!r} is not one of {WORKLOADS}")
+    try:
+        seeded_bugs.parse(",".join(value.get("bugs", [])))
+    except seeded_bugs.UnknownBugError as exc:
+        raise UserError(f"{where}: {exc}") from None
+    return FarmStage(parse_duration(value["budget"], f"{where}: budget"), tuple(options))
 
 
 def _list(value: Any, where: str) -> list[Any]:
@@ -372,13 +414,59 @@ def run_analysis(store: Path) -> dict[str, Any]:
     return analysis
 
 
+def run_farm_stage(stage: FarmStage, store: Path, night: dt.date) -> dict[str, Any]:
+    """`bkchaos farm` within the stage's budget, in a process of its own, seeded from the
+    date (each night draws other tests; re-running a night repeats them); its summary,
+    trimmed for the night's page. Skipped where the `spark` extra is not installed."""
+    if importlib.util.find_spec("pyspark") is None:
+        return {"status": "skipped", "output": "no Spark: pip install 'bkchaos[spark]'"}
+    seed = zlib.crc32(f"{night.isoformat()}/farm".encode()) & 0xFFFFFF
+    done = subprocess.run(
+        [
+            *(sys.executable, "-c", "from harness.cli import main; main()", "farm", "--json"),
+            *("--budget", f"{stage.budget_s:g}s", "--seed", str(seed), "--store", str(store)),
+            *stage.options,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    try:
+        farm = json.loads(done.stdout)
+    except ValueError:
+        output = (done.stdout + done.stderr).strip().splitlines()[-20:]
+        return {"status": "failed", "exit_code": done.returncode, "output": "\n".join(output)}
+    failures = [
+        {
+            "anomaly": f["anomaly"],
+            "run_dir": os.path.relpath(f["run_dir"], store),
+            "replay": f["replay"] or f["replay_sim"],
+        }
+        for f in farm["failures"]
+    ]
+    keep = ("tests", "tests_per_s", "seconds", "slots", "master", "invalid", "unknown", "corpus")
+    return {
+        "status": "ok",
+        "clean": stage.clean,
+        "seed": seed,
+        **{k: farm[k] for k in keep},
+        "coverage": len(farm["coverage"]),
+        "failures": failures,
+    }
+
+
 def final_exit_code(summary: dict[str, Any]) -> int:
     """The night's exit code once its analysis ran: 130 if interrupted; else the runs' code,
     except that a failed analysis (Spark crashed, or disagreed with the Python checker on
     some run) makes an otherwise clean night exit 255, as a harness failure."""
     if summary["interrupted"]:
         return 130
-    if summary["exit_code"] == 0 and summary.get("analysis", {}).get("status") == "failed":
+    farm = summary.get("farm", {})
+    if summary["exit_code"] == 0 and farm.get("clean") and farm.get("failures"):
+        return EXIT_CLEAN_INVALID  # the farm found an invalid history on a clean build
+    if summary["exit_code"] == 0 and "failed" in (
+        summary.get("analysis", {}).get("status"),
+        farm.get("status"),
+    ):
         return EXIT_CRASHED
     return summary["exit_code"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.errors import UserError
 
-RESERVED_NAMES = frozenset({"latest", "current", "nightly", "trends"})
+RESERVED_NAMES = frozenset({"latest", "current", "nightly", "trends", "farm"})
 """Names the store uses itself: a test named so would clobber its links or pages."""
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.+-]+")
 

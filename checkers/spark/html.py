@@ -31,9 +31,18 @@ def write_pages(out: Path, report: Row, tables: dict[str, list[Row]]) -> Path:
         chart=_night_chart(runs),
         runs=[(r, _report_link(out, r)) for r in runs[:_MAX_RUNS]],
         total_runs=len(runs),
+        farm_reach=_farm_reach(tables),
     )
     page.write_text(html + "\n")
     return page
+
+
+def _farm_reach(tables: dict[str, list[Row]]) -> dict[str, dict[str, int]]:
+    """Probe -> night -> farm tests reaching it, for the farm section's table."""
+    reach: dict[str, dict[str, int]] = {}
+    for r in tables.get("farm_probes") or []:
+        reach.setdefault(r["probe"], {})[r["night"]] = r["tests_reaching"]
+    return reach
 
 
 def _cell(value: Any) -> str:

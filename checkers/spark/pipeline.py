@@ -19,7 +19,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from checkers.spark import coverage, html, trends
+from checkers.spark import coverage, farm, html, trends
 from checkers.spark.anomalies import RELATIONAL
 from checkers.spark.ingest import cached_runs, discover, ingest
 from checkers.spark.schema import ANOMALIES, CALLS, frame
@@ -79,7 +79,7 @@ def analyze(spark: SparkSession, store: Path, out: Path | None = None) -> dict[s
     rows = ingest(spark, new, cache)
     coverage.cache_coverage(spark, new, cache)
     ingested = time.perf_counter()
-    report = _report(spark, cache, out)
+    report = _report(spark, store, cache, out)
     report.update(
         store=str(store),
         out=str(out),
@@ -96,8 +96,9 @@ def analyze(spark: SparkSession, store: Path, out: Path | None = None) -> dict[s
     return report
 
 
-def _report(spark: SparkSession, cache: Path, out: Path) -> dict[str, Any]:
-    """Agreement over every cached run, then the trend tables and pages."""
+def _report(spark: SparkSession, store: Path, cache: Path, out: Path) -> dict[str, Any]:
+    """Agreement over every cached run, then the trend tables (the farm's rows too) and
+    pages."""
     runs = cached_runs(spark, cache)
     calls = _table(spark, cache / "calls", CALLS)
     anomalies = _table(spark, cache / "anomalies", ANOMALIES)
@@ -109,6 +110,7 @@ def _report(spark: SparkSession, cache: Path, out: Path) -> dict[str, Any]:
         "latency": trends.latency(calls, windows, summary),
         "detection": trends.detection(summary),
         **coverage.tables(spark, cache),
+        **farm.tables(spark, store),
     }
     collected = {}
     for name, df in tables.items():
@@ -136,6 +138,7 @@ def _report(spark: SparkSession, cache: Path, out: Path) -> dict[str, Any]:
         "trends": str(out / "index.html"),
         "coverage_by_night": collected["coverage_by_night"],
         "unreached_probes": [r["probe"] for r in collected["unreached"]],
+        "farm": farm.summary(collected),
     }
     html.write_pages(out, report, collected)
     summary.unpersist()

@@ -87,6 +87,13 @@ def _summary(report: dict[str, Any]) -> str:
             f"  coverage {newest['night']}: {newest['reached']} of {newest['probes']} probes "
             f"reached; never reached in the last 7 nights: {never}"
         )
+    if report["farm"]["tests"]:
+        f = report["farm"]
+        lines.append(
+            f"  farm: {f['tests']:,} simulated tests over {len(f['nights'])} night(s), "
+            f"{f['invalid']} invalid; probes no farm test reached in the last 7 nights: "
+            f"{', '.join(f['unreached_probes']) or 'none'}"
+        )
     lines.append(f"  trends: {report['trends']}")
     return "\n".join(lines)
 

@@ -14,6 +14,7 @@ from harness.nightly import (
     load_matrix,
     parse_duration,
     run_analysis,
+    run_farm_stage,
     run_nightly,
     write_summary,
 )
@@ -65,6 +66,10 @@ def nightly(
         )
 
     summary = run_nightly(loaded, store_dir, day, budget_s, on_run=show)
+    if loaded.farm is not None and not summary["interrupted"]:
+        console.print(f"bkchaos farm ({loaded.farm.budget_s:g}s) …")
+        summary["farm"] = run_farm_stage(loaded.farm, store_dir, day)
+        summary["exit_code"] = final_exit_code(summary)
     analyze = not (no_analyze or summary["interrupted"])
     summary["analysis"] = {"status": "running" if analyze else "skipped"}
     page = write_summary(summary, store_dir)  # a night whose analysis dies still has a page

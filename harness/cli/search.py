@@ -177,12 +177,8 @@ def search(
     as_json: bool,
 ) -> int:
     """Search simulated fault schedules for an invalid history; shrink and store it."""
-    from harness.command_line import replay_command
-    from harness.report import try_write_report
-    from harness.runtime.sim import SimSpec, run_sim
     from harness.sim.corpus import Space, steered_search
     from harness.sim.search import search as run_search
-    from harness.store import link_latest, new_run_dir
 
     if replay is not None:
         return _replay(replay, store, as_json)
@@ -194,33 +190,19 @@ def search(
     if max_faults < 1 or max_time < 0.5:
         raise UserError("--max-faults must be >= 1 and --max-time >= 0.5")
     kinds = _fault_kinds(nemesis)
-    given = {
-        "bookies": bookies if strategy == "corpus" else 3,
-        "concurrency": concurrency,
-        "pipeline": pipeline,
-        "quorums": None if write_quorum is None and ack_quorum is None else "given",
-        "takeovers": takeovers,
-        "writer_crashes": writer_crashes,
-    }
-    draw = frozenset(name for name, value in given.items() if value is None)
-    name = f"search-{'+'.join(bugs) or 'clean'}"
-    appends_in_flight = 1 if pipeline is None else pipeline
-    if concurrency is None:  # drawn, from the fewest workers that feed the pipeline
-        concurrency = max(SimSpec.concurrency, appends_in_flight * SimSpec.clients)
-    base = SimSpec(
-        name=name,
-        bugs=bugs,
-        workload=workload or "ledger",
-        id_bits=int(id_bits),
-        bookies=3 if bookies is None else bookies,
+    base, draw = search_base(
+        f"search-{'+'.join(bugs) or 'clean'}",
+        bugs,
+        workload,
+        int(id_bits),
+        bookies if strategy == "corpus" else (bookies or 3),
         concurrency=concurrency,
-        pipeline=appends_in_flight,
-        write_quorum=2 if write_quorum is None else write_quorum,
-        ack_quorum=2 if ack_quorum is None else ack_quorum,
+        pipeline=pipeline,
+        write_quorum=write_quorum,
+        ack_quorum=ack_quorum,
         takeovers=takeovers,
-        writer_crashes=writer_crashes or 0.0,
+        writer_crashes=writer_crashes,
     )
-    base.as_test()  # bad settings: the same UserError (exit 254) as bkchaos test's
 
     def progress(spec: SimSpec, results: dict[str, Any]) -> None:
         click.echo(f"{_test_line(spec, results)}", err=True)
@@ -265,30 +247,14 @@ def search(
         "coverage": outcome.coverage,
     }
     if outcome.found is not None:
-        run_dir = new_run_dir(store, name)
-        result = run_sim(outcome.found, run_dir)
-        minimal = {
-            **{k: getattr(outcome.found, k) for k in WORKLOAD_SETTINGS},
-            "seed": outcome.found.seed,
-            "time_limit": outcome.found.time_limit,
-            "bugs": list(bugs),
-            "schedule": list(outcome.found.schedule),
-        }
-        (run_dir / "minimal.json").write_text(json.dumps(minimal, indent=2))
+        stored = store_found(store, outcome.found)
+        run_dir, minimal = Path(stored["run_dir"]), stored["minimal"]
         summary.update(
-            run_dir=str(run_dir),
-            minimal=minimal,
+            **stored,
             shrink_steps=outcome.shrink_steps,
             first=asdict(outcome.first) if outcome.first is not None else None,
-            replay_valid=result.results["valid"],
-            replay=replay_command(outcome.found.as_replay("docker"), run_dir)
-            if _containers_can_replay(minimal)
-            else None,
-            replay_sim=f"bkchaos search --replay {run_dir / 'minimal.json'}",
         )
         (run_dir / "search.json").write_text(json.dumps(summary, indent=2))
-        try_write_report(run_dir)
-        link_latest(run_dir)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     elif outcome.found is None:
@@ -313,6 +279,87 @@ def search(
             )
         )
     return 1 if outcome.found is not None else 0
+
+
+def search_base(
+    name: str,
+    bugs: tuple[str, ...],
+    workload: str | None,
+    id_bits: int = 64,
+    bookies: int | None = None,
+    *,
+    concurrency: int | None = None,
+    pipeline: int | None = None,
+    write_quorum: int | None = None,
+    ack_quorum: int | None = None,
+    takeovers: float | None = None,
+    writer_crashes: float | None = None,
+) -> tuple[SimSpec, frozenset[str]]:
+    """The base test of a search and the settings it draws: those the user left open
+    (None). With no hints at all, this is the no-hint search's space, which `bkchaos farm`
+    draws from too. Bad settings: the same UserError (exit 254) as bkchaos test's."""
+    from harness.runtime.sim import SimSpec
+
+    given = {
+        "bookies": bookies,
+        "concurrency": concurrency,
+        "pipeline": pipeline,
+        "quorums": None if write_quorum is None and ack_quorum is None else "given",
+        "takeovers": takeovers,
+        "writer_crashes": writer_crashes,
+    }
+    draw = frozenset(name for name, value in given.items() if value is None)
+    appends_in_flight = 1 if pipeline is None else pipeline
+    if concurrency is None:  # drawn, from the fewest workers that feed the pipeline
+        concurrency = max(SimSpec.concurrency, appends_in_flight * SimSpec.clients)
+    base = SimSpec(
+        name=name,
+        bugs=bugs,
+        workload=workload or "ledger",
+        id_bits=id_bits,
+        bookies=3 if bookies is None else bookies,
+        concurrency=concurrency,
+        pipeline=appends_in_flight,
+        write_quorum=2 if write_quorum is None else write_quorum,
+        ack_quorum=2 if ack_quorum is None else ack_quorum,
+        takeovers=takeovers,
+        writer_crashes=writer_crashes or 0.0,
+    )
+    base.as_test()
+    return base, draw
+
+
+def store_found(store: Path, found: SimSpec) -> dict[str, Any]:
+    """Run a shrunk failing test again into a run directory of `store` named after it
+    (history, results, `minimal.json`, report; `latest` links) and say how to replay it:
+    `run_dir`, `minimal`, `replay_valid`, `replay` (`bkchaos test` on containers, or None
+    when the test needs what only the simulation has), `replay_sim`."""
+    from harness.command_line import replay_command
+    from harness.report import try_write_report
+    from harness.runtime.sim import run_sim
+    from harness.store import link_latest, new_run_dir
+
+    run_dir = new_run_dir(store, found.name)
+    result = run_sim(found, run_dir)
+    minimal = {
+        **{k: getattr(found, k) for k in WORKLOAD_SETTINGS},
+        "seed": found.seed,
+        "time_limit": found.time_limit,
+        "bugs": list(found.bugs),
+        "schedule": list(found.schedule),
+    }
+    (run_dir / "minimal.json").write_text(json.dumps(minimal, indent=2))
+    try_write_report(run_dir)
+    link_latest(run_dir)
+    return {
+        "run_dir": str(run_dir),
+        "minimal": minimal,
+        "replay_valid": result.results["valid"],
+        "replay": replay_command(found.as_replay("docker"), run_dir)
+        if _containers_can_replay(minimal)
+        else None,
+        "replay_sim": f"bkchaos search --replay {run_dir / 'minimal.json'}",
+    }
 
 
 def _containers_can_replay(minimal: dict[str, Any]) -> bool:

@@ -300,6 +300,15 @@ Progress = Callable[[int, SimSpec, dict[str, Any], frozenset[str] | None, "Corpu
 kept), the corpus."""
 
 
+def next_candidate(space: Space, rng: random.Random, corpus: Corpus) -> Candidate:
+    """The next test of a steered search: drawn afresh while the corpus is empty and for
+    `FRESH_SHARE` of the draws after, else a mutation of a kept test. The search and the
+    farm (harness/farm.py) both draw here, so they walk the same space the same way."""
+    if not corpus.entries or rng.random() < FRESH_SHARE:
+        return space.fresh(rng)
+    return space.mutate(rng, corpus.pick(rng))
+
+
 def run_one(spec: SimSpec) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bkchaos-search-") as tmp:
         return run_sim(spec, Path(tmp)).results
@@ -321,10 +330,7 @@ def steered_search(
     corpus = Corpus()
     examples = 0
     while examples < max_examples and time.monotonic() - started < budget_s:
-        if not corpus.entries or rng.random() < FRESH_SHARE:
-            candidate = space.fresh(rng)
-        else:
-            candidate = space.mutate(rng, corpus.pick(rng))
+        candidate = next_candidate(space, rng, corpus)
         spec = candidate.to_spec()
         results = run(spec)
         examples += 1

@@ -35,6 +35,13 @@ class SimDisk:
         self.incarnation = 0  # bumped when the process using the disk dies
         self._aside: tuple[dict[str, bytearray], dict[str, int], dict[str, int]] | None = None
 
+    @property
+    def name(self) -> str:
+        """The disk as a history names it, `<bookie>/<dir>` (`b3/journal`): `root` lies in
+        a scratch directory named anew by every run, and a history that named it would
+        make two runs of one seed differ."""
+        return f"{self.root.parent.name}/{self.root.name}"
+
     def crash(self) -> None:
         """The process died: its open layer may no longer touch the disk."""
         self.incarnation += 1
@@ -84,7 +91,7 @@ class SimDisk:
         move aside, and so does the real dir under `root` (the SQLite index); returns what
         moved, as the real nemesis's proof counts it."""
         if self._aside is not None:
-            raise RuntimeError(f"{self.root} is already aside")
+            raise RuntimeError(f"{self.name} is already aside")
         moved = {"files": len(self.files), "bytes": sum(map(len, self.files.values()))}
         self._aside = (self.files, self.synced, self.last_flush)
         self.files, self.synced, self.last_flush = {}, {}, {}
@@ -95,7 +102,7 @@ class SimDisk:
     def put_back(self) -> dict[str, int]:
         """`restore`: the original disk back, whatever the blank one got dropped."""
         if self._aside is None:
-            raise RuntimeError(f"nothing aside for {self.root}")
+            raise RuntimeError(f"nothing aside for {self.name}")
         self.files, self.synced, self.last_flush = self._aside
         self._aside = None
         shutil.rmtree(self.root, ignore_errors=True)

@@ -120,13 +120,13 @@ class SimNemesis:
         elif f == "wipe":
             for bookie in self._bookies(value):
                 bookie.crash()
-                moved = {str(root): disk.pull() for root, disk in bookie.disks.items()}
+                moved = {disk.name: disk.pull() for disk in bookie.disks.values()}
                 proof[bookie.name] = {"moved": moved, **await self._start_on_blank_disk(bookie)}
         elif f == "restore":
             nodes = value.get("nodes") or [b.name for b in self._bookies_pulled()]
             for bookie in self._bookies({"nodes": nodes}) if nodes else ():
                 bookie.crash()
-                restored = {str(r): d.put_back() for r, d in bookie.disks.items() if d.pulled}
+                restored = {d.name: d.put_back() for d in bookie.disks.values() if d.pulled}
                 await self._start(bookie)
                 proof[bookie.name] = {"restored": restored, "registered": bookie.id}
         elif f == "pause":
@@ -244,7 +244,8 @@ class SimNemesis:
         try:
             await bookie.start()
         except CookieRefused as exc:
-            raise FaultNotProven(f"{bookie.name} did not come back: {exc}") from None
+            reason = _on_node(bookie, str(exc))
+            raise FaultNotProven(f"{bookie.name} did not come back: {reason}") from None
 
     @staticmethod
     async def _start_on_blank_disk(bookie: SimBookie) -> dict[str, Any]:
@@ -254,7 +255,11 @@ class SimNemesis:
         try:
             await bookie.start()
         except CookieRefused as exc:
-            return {"cookie_check": "refused", "reason": exc.reason, "running": False}
+            return {
+                "cookie_check": "refused",
+                "reason": _on_node(bookie, exc.reason),
+                "running": False,
+            }
         return {"cookie_check": "accepted a blank disk", "running": True}
 
     async def heal(self) -> list[dict[str, Any]]:
@@ -277,3 +282,10 @@ class SimNemesis:
         if down:
             proofs.append((await self.invoke({"f": "restart", "value": {"nodes": down}}))["proof"])
         return proofs
+
+
+def _on_node(bookie: SimBookie, text: str) -> str:
+    """`text` with the run's scratch directory taken out of the paths it names (as
+    `SimDisk.name` does)."""
+    scratch = next(iter(bookie.disks)).parents[1]
+    return text.replace(f"{scratch}/", "")

@@ -266,6 +266,10 @@ def test_a_wiped_bookie_is_refused_by_its_cookie_check_until_its_disks_are_back(
     restored = done["restore"]["proof"]["b1"]["restored"]
     assert min(moved.values()) > 0 and {d: r["bytes"] for d, r in restored.items()} == moved
     assert run.results["anomaly_types"] == [] and run.results["stats"]["appends_ok"] > 20
+    assert set(moved) == {"b1/journal", "b1/ledgers"}  # not the run's own scratch directory
+    run_sim(SimSpec(seed=3, time_limit=1.5, schedule=schedule), tmp_path / "again")
+    history = (tmp_path / "clean" / "history.jsonl").read_bytes()
+    assert (tmp_path / "again" / "history.jsonl").read_bytes() == history
 
     buggy = run_sim(
         SimSpec(seed=3, time_limit=1.5, schedule=schedule[::2], bugs=("no-cookie",)),
