@@ -240,6 +240,7 @@ def run_sim(
                     counters=counters,
                     connect=cluster.connect,
                     bookie_names={b.id: name for name, b in cluster.bookies.items()},
+                    hush=functools.partial(_hush, perturbed),
                 )
                 loop.run_until_complete(_settled(cluster, controller, perturbed))
         finally:
@@ -264,6 +265,13 @@ def _controller(triggers: TriggeredFaults | None, **settings: Any) -> Controller
     if triggers is not None:
         triggers.wake = controller.nudge
     return controller
+
+
+def _hush(perturbed: Perturbation | None, off: bool) -> None:
+    """The controller's switch for the progress check after the heal: the perturbation
+    (if any) off while it runs, so only the product can make it fail."""
+    if perturbed is not None:
+        perturbed.armed = not off
 
 
 def _default_workload(spec: SimSpec) -> Workload:
