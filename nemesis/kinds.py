@@ -90,7 +90,7 @@ KINDS: dict[str, FaultKind] = {
                   "flip the wall clock back and forth", roles=_ANY_ROLE, search_rank=8),
         FaultKind("disk-full", "fill-disk", "free-disk",
                   "fill a ledger disk past the read-only threshold, then free it",
-                  runtimes=("sim",), search_rank=9),
+                  runtimes=("local", "sim"), search_rank=9),
         FaultKind("wipe-reset", "wipe-reset", "rejoin",
                   "wipe data and cookie: loses acknowledged data, opt-in", runtimes=REAL_RUNTIMES,
                   survivable=False),
