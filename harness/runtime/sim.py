@@ -188,10 +188,23 @@ def run_sim(
     probes: Counter[str] = Counter()
     triggers: TriggeredFaults | None = None
 
+    hushed = False
+
     def heard(name: str, fields: dict[str, Any]) -> None:
+        if hushed:  # the progress check's probes say nothing of the run's coverage
+            return
         probes[name] += 1
         if triggers is not None:
             triggers.on_probe(name, fields, CURRENT_NODE.get())
+
+    def hush(off: bool) -> None:
+        """The controller's switch for the progress check after the heal: the
+        perturbation (if any) off while it runs, so only the product can make it fail,
+        and its probes not counted (every run would reach the same recovery corners)."""
+        nonlocal hushed
+        hushed = off
+        if perturbed is not None:
+            perturbed.armed = not off
 
     loop = SimLoop()
     if on_progress is not None:
@@ -240,7 +253,7 @@ def run_sim(
                     counters=counters,
                     connect=cluster.connect,
                     bookie_names={b.id: name for name, b in cluster.bookies.items()},
-                    hush=functools.partial(_hush, perturbed),
+                    hush=hush,
                 )
                 loop.run_until_complete(_settled(cluster, controller, perturbed))
         finally:
@@ -265,13 +278,6 @@ def _controller(triggers: TriggeredFaults | None, **settings: Any) -> Controller
     if triggers is not None:
         triggers.wake = controller.nudge
     return controller
-
-
-def _hush(perturbed: Perturbation | None, off: bool) -> None:
-    """The controller's switch for the progress check after the heal: the perturbation
-    (if any) off while it runs, so only the product can make it fail."""
-    if perturbed is not None:
-        perturbed.armed = not off
 
 
 def _default_workload(spec: SimSpec) -> Workload:
