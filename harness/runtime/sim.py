@@ -45,8 +45,8 @@ from harness.sim.net import Network
 from harness.sim.triggers import TriggeredFaults, triggered_steps
 from harness.testspec import TestSpec
 from nemesis.base import Composed
-from nemesis.kinds import PLUGIN_KINDS
-from nemesis.schedule import ScheduleReplay, is_triggered
+from nemesis.kinds import PLUGIN_KINDS, RUNTIME_NEMESES
+from nemesis.schedule import ScheduleReplay, is_triggered, schedule_kinds
 from workloads import WORKLOADS
 
 SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workload starts
@@ -113,9 +113,13 @@ class SimSpec:
         """This test as `bkchaos test --runtime RUNTIME` replays it on real nodes: the same
         workload, rate, seed and schedule, for at least `REPLAY_MIN_S` (real faults take
         real time: a docker power loss about 3 s). A schedule with faults triggered by
-        probes replays only in the simulation: then RUNTIME is `sim`."""
+        probes replays only in the simulation: then RUNTIME is `sim`; one with a fault
+        RUNTIME cannot inject replays on the first of `local` and `sim` that can."""
+        kinds = set(schedule_kinds(self.schedule))
         if any(is_triggered(step) for step in self.schedule):
             runtime = "sim"
+        elif not kinds <= set(RUNTIME_NEMESES[runtime]):
+            runtime = "local" if kinds <= set(RUNTIME_NEMESES["local"]) else "sim"
         return dataclasses.replace(
             self.as_test(),
             name=self.name,

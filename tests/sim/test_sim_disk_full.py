@@ -40,3 +40,13 @@ def test_the_heal_frees_a_full_disk_and_the_cluster_makes_progress(tmp_path: Pat
     (freed,) = [p for p in heal["value"]["proof"] if "b2" in p]
     assert freed["b2"]["mode"] == "writable"
     assert run.results["checkers"]["liveness"]["passed_at"] == 1
+
+
+def test_a_found_test_that_fills_disks_replays_where_that_can_be_done() -> None:
+    """Docker cannot fill a bookie's disk (docs/nemeses.md): the search's replay command
+    for such a test names the local runtime, or the simulation when local cannot either."""
+    fill = ({"at": 0.1, "f": "fill-disk", "value": {"nodes": ["b1"]}},)
+    assert SimSpec(schedule=fill).as_replay("docker").runtime == "local"
+    cut = ({"at": 0.2, "f": "start-partition", "value": {"nodes": ["b2"]}},)
+    assert SimSpec(schedule=fill + cut).as_replay("docker").runtime == "sim"
+    assert SimSpec(schedule=cut).as_replay("docker").runtime == "docker"
