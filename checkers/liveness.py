@@ -26,6 +26,7 @@ from typing import Any
 
 from checkers.availability import final_heal
 from checkers.history import Call, History
+from checkers.replication import DATA_DESTROYING_FAULTS
 from checkers.result import Case, case, collect
 
 DEFINITE = frozenset({"EFENCED", "ELEDGERCLOSED", "ENOLEDGER", "ENOENTRY", "EDIGEST", "EUA"})
@@ -88,6 +89,10 @@ def stuck_after_heal(h: History, heal: Call, attempts: dict[int, list[Call]]) ->
 
 def check_liveness(h: History) -> dict[str, Any]:
     """`stuck-after-heal` (module docstring); says why when it cannot judge."""
+    destroying = sorted({c.inv.f for c in h.nemesis} & DATA_DESTROYING_FAULTS)
+    if destroying:
+        why = f"the run destroyed bookie data on purpose ({', '.join(destroying)})"
+        return {"valid": True, "not_judged": why}
     heal = final_heal(h)
     if heal is None:
         return {"valid": True, "not_judged": "no final heal completed with its proof"}

@@ -108,3 +108,18 @@ def test_progress_ops_before_the_heal_are_not_the_check() -> None:
     assert h.check()["checkers"]["liveness"]["not_judged"] == (
         "no progress check after the final heal"
     )
+
+
+def test_a_run_that_destroyed_data_is_not_judged() -> None:
+    """A damaged disk may keep its bookie read-only, correctly: no cluster to judge."""
+    h = H()
+    h.line("invoke", "nemesis", "corrupt", {"nodes": ["b1"]})
+    h.line("info", "nemesis", "corrupt", {"nodes": ["b1"], "proof": {}})
+    h.line("invoke", "nemesis", "heal", None)
+    h.line("info", "nemesis", "heal", {"proof": []})
+    _attempt(h, 1, True, "create", "ENOTENOUGHBOOKIES")
+    liveness = h.check()["checkers"]["liveness"]
+    assert liveness == {
+        "valid": True,
+        "not_judged": "the run destroyed bookie data on purpose (corrupt)",
+    }
