@@ -45,6 +45,10 @@ PROGRESS_BACKOFF_S = 5.0
 (k − 1) × this first, so a bookie still re-registering or a client still reconnecting
 has half a minute before the check's last attempt."""
 PROGRESS_APPENDS = 2
+PROGRESS_READ_ATTEMPTS = 2
+"""Closed reads of a ledger an attempt left unread: fewer than the final reads' tries, so
+a stuck real cluster does not hold the run for minutes (a ledger still unread leaves the
+run unknown, never wrong)."""
 
 
 def _wake(sleeper: asyncio.Future[None]) -> None:
@@ -322,7 +326,7 @@ class Controller:
                     break
             for ledger in unread:
                 op = {"f": "read", "value": {"ledger": ledger, "mode": "closed"}}
-                for attempt in range(FINAL_READ_ATTEMPTS):
+                for attempt in range(PROGRESS_READ_ATTEMPTS):
                     if (await self._call(reader, next(processes), op))[0] == "ok":
                         break
                     await asyncio.sleep(FINAL_READ_BACKOFF_S * (attempt + 1))
