@@ -20,9 +20,8 @@ def test_a_filled_disk_turns_a_real_bookie_read_only_and_a_freed_one_writable(
     proofs = [
         (op["f"], proof)
         for op in map(json.loads, lines)
-        if op["process"] == "nemesis" and op["type"] == "info"
+        if op["f"] in ("fill-disk", "free-disk") and op["type"] == "info"
         for proof in ((op.get("value") or {}).get("proof") or {}).values()
-        if op["f"] in ("fill-disk", "free-disk")
     ]
     fills = [p for f, p in proofs if f == "fill-disk"]
     frees = [p for f, p in proofs if f == "free-disk"]
