@@ -10,6 +10,7 @@ from checkers.ensemble import check_ensembles
 from checkers.graph import check_graph
 from checkers.history import History, HistoryError, Op, index_history, read_ops
 from checkers.ledger import FINDERS, check_ledgers
+from checkers.liveness import check_liveness
 from checkers.nemesis import check_nemesis
 from checkers.perf import check_perf
 from checkers.replication import check_replication
@@ -30,6 +31,7 @@ __all__ = [
     "check_ensembles",
     "check_graph",
     "check_ledgers",
+    "check_liveness",
     "check_nemesis",
     "check_perf",
     "check_replication",

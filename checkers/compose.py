@@ -13,6 +13,7 @@ from checkers.ensemble import check_ensembles
 from checkers.graph import check_graph
 from checkers.history import History, Op, index_history, ops_from_dicts, read_ops
 from checkers.ledger import FINDERS, check_ledgers
+from checkers.liveness import check_liveness
 from checkers.nemesis import check_nemesis
 from checkers.perf import check_perf
 from checkers.replication import check_replication
@@ -33,6 +34,7 @@ CHECKERS: dict[str, Checker] = {
     "nemesis": check_nemesis,
     "ensemble": check_ensembles,
     "availability": check_availability,
+    "liveness": check_liveness,
 }
 
 
@@ -60,7 +62,14 @@ def _unusable(reason: str) -> Checker:
     return check
 
 
-ROOTS = (*FINDERS, "under-replicated", "bad-ensemble", "unreadable-after-heal", "realtime-order")
+ROOTS = (
+    *FINDERS,
+    "under-replicated",
+    "bad-ensemble",
+    "unreadable-after-heal",
+    "stuck-after-heal",
+    "realtime-order",
+)
 """Anomalies that say what went wrong with a ledger or stream, in the order to read them."""
 
 

@@ -52,6 +52,7 @@ class Value(msgspec.Struct, gc=False):
     proof: Any = None  # a nemesis completion's (checkers/nemesis.py)
     ensembles: Any = None  # create, close, recover: [[first entry, [bookie…]], …]
     ensemble: Any = None  # create: the ensemble size
+    after_heal: Any = None  # the progress check's ops (checkers/liveness.py)
 
 
 class Op(msgspec.Struct, gc=False):

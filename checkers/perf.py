@@ -25,6 +25,7 @@ HEALING_OPS = frozenset(
         "corrupt-restart",
         "clock-reset",
         "clock-strobe-stop",
+        "free-disk",
     }
 )
 """Nemesis ops that end a fault (besides `stop-…`); the nemesis package's stop ops, named

@@ -5,7 +5,9 @@ through the client agents, a nemesis worker injects faults, every invocation and
 completion goes to the history the moment it is observed. When the time limit is up the
 final phase always runs: heal every fault, wait until the cluster serves (if it does not,
 the heal did not take effect: an unproven fault, so the verdict is unknown, with what is
-still down), recover and read every ledger in full. An op that completes `info` retires
+still down), recover and read every ledger in full, then check that the healed cluster
+still makes progress (a fresh ledger's whole life; `stuck-after-heal` in
+checkers/liveness.py judges it). An op that completes `info` retires
 its process id and the worker carries on as a fresh process (id + concurrency), as in
 Jepsen.
 """
@@ -13,9 +15,10 @@ Jepsen.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +42,16 @@ MIN_WAIT_S = 1e-6
 once, without time moving, and the generator would answer the same wait again."""
 FINAL_READ_ATTEMPTS = 5
 FINAL_READ_BACKOFF_S = 2.0
+PROGRESS_ATTEMPTS = 4
+PROGRESS_BACKOFF_S = 5.0
+"""The progress check after the heal (checkers/liveness.py): attempt k waits
+(k − 1) × this first, so a bookie still re-registering or a client still reconnecting
+has half a minute before the check's last attempt."""
+PROGRESS_APPENDS = 2
+PROGRESS_READ_ATTEMPTS = 2
+"""Closed reads of a ledger an attempt left unread: fewer than the final reads' tries, so
+a stuck real cluster does not hold the run for minutes (a ledger still unread leaves the
+run unknown, never wrong)."""
 
 
 def _wake(sleeper: asyncio.Future[None]) -> None:
@@ -111,6 +124,11 @@ class Controller:
     bookie_names: dict[str, str] = field(default_factory=dict)
     """Bookie id (`host:port`, as ledger metadata names it) -> node name (`b1`): the
     ensembles of create, close and recover are recorded by name (docs/history.md §2)."""
+    hush: Callable[[bool], None] | None = None
+    """The simulation's perturbation switch (True: off): off while the progress check
+    runs, on again after. A runtime that passes one is idle after the heal — nothing but
+    the product can delay an op — so the check's timeouts count (`after_heal.idle`);
+    real runtimes pass none and only definite errors count (checkers/liveness.py)."""
     _outstanding: int = 0
     _sleepers: dict[asyncio.Future[None], None] = field(default_factory=dict)
     """Workers waiting for a generator's due time; a worker that finishes wakes them, in
@@ -170,9 +188,12 @@ class Controller:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self.counters.phase = "healing"
-            await self.heal()
+            healed = await self.heal()
         self.counters.phase = "final reads"
         await self._final_reads()
+        if healed:  # after an unproven heal a stall proves nothing: not even tried
+            self.counters.phase = "progress check"
+            await self._progress_check()
         self.counters.phase = "done"
 
     def _context(self, process: int | str, rng: random.Random) -> Context:
@@ -224,6 +245,15 @@ class Controller:
             _wake(wake)
 
     async def _execute(self, conn: AgentConnection, process: int, op: dict[str, Any]) -> str:
+        """Run a workload's `op` as `process`, recorded; the workload hears of it."""
+        kind, result, error = await self._call(conn, process, op)
+        self.workload.observe(process, op, kind, result, error)
+        return kind
+
+    async def _call(
+        self, conn: AgentConnection, process: int, op: dict[str, Any]
+    ) -> tuple[str, Any, str | None]:
+        """Run `op` as `process`, recorded in the history: (type, value, error)."""
         value = op.get("value") or {}
         self.history.record("invoke", process, op["f"], value, node=conn.name)
         self._outstanding += 1
@@ -237,8 +267,7 @@ class Controller:
             kind, process, op["f"], result if kind == "ok" else value, error=error, node=conn.name
         )
         self.counters.count(kind)
-        self.workload.observe(process, op, kind, result, error)
-        return kind
+        return kind, result, error
 
     def _by_name(self, ensembles: list[list[Any]]) -> list[list[Any]]:
         """Fragments with node names for bookie ids (an unknown id stays as it is)."""
@@ -275,8 +304,9 @@ class Controller:
         self.counters.fault_done(op["f"], value)
         log.info("fault %s %s", op["f"], _brief(value))
 
-    async def heal(self) -> None:
-        """Undo every fault still in force, recorded as a `heal` nemesis op with proofs."""
+    async def heal(self) -> bool:
+        """Undo every fault still in force, recorded as a `heal` nemesis op with proofs;
+        whether it was proven."""
         self.history.record("invoke", "nemesis", "heal", None)
         proofs = None
         try:
@@ -289,10 +319,11 @@ class Controller:
             self.history.record("info", "nemesis", "heal", done, error=message)
             self.counters.fault_errors.append(f"heal: {message}")
             log.warning("heal not proven: %s", message)
-            return
+            return False
         self.history.record("info", "nemesis", "heal", {"proof": proofs})
         self.counters.in_force.clear()
         log.info("healed: %s", [p.get("f") for p in proofs or [] if isinstance(p, dict)])
+        return True
 
     async def _final_reads(self) -> None:
         """The workload's final ops, each retried: a closed read of every ledger (the
@@ -310,3 +341,65 @@ class Controller:
                     await asyncio.sleep(FINAL_READ_BACKOFF_S * (attempt + 1))
         finally:
             conn.close()
+
+    async def _progress_check(self) -> None:
+        """After the final reads: can the healed cluster still do a ledger's whole life?
+        Attempts (ops tagged `after_heal`, docs/history.md §2) until one succeeds; the
+        `stuck-after-heal` checker judges them. The workload never hears of these ledgers;
+        one an attempt left open or unread is read closed here, so it is checked too."""
+        writer = self.connect(*self.agents[0])
+        reader = self.connect(*self.agents[-1])  # a second client where there is one
+        processes = itertools.count(10 * self.concurrency + 2_000_000)  # one id per op
+        unread: list[Any] = []
+        if self.hush is not None:
+            self.hush(True)
+        try:
+            for attempt in range(1, PROGRESS_ATTEMPTS + 1):
+                await asyncio.sleep(PROGRESS_BACKOFF_S * (attempt - 1))
+                tag = {"attempt": attempt, "idle": self.hush is not None}
+                done, left = await self._progress_attempt(writer, reader, processes, tag)
+                unread += left
+                if done:
+                    break
+            for ledger in unread:
+                op = {"f": "read", "value": {"ledger": ledger, "mode": "closed"}}
+                for attempt in range(PROGRESS_READ_ATTEMPTS):
+                    if (await self._call(reader, next(processes), op))[0] == "ok":
+                        break
+                    await asyncio.sleep(FINAL_READ_BACKOFF_S * (attempt + 1))
+        finally:
+            if self.hush is not None:
+                self.hush(False)
+            writer.close()
+            reader.close()
+
+    async def _progress_attempt(
+        self,
+        writer: AgentConnection,
+        reader: AgentConnection,
+        processes: Iterator[int],
+        tag: dict[str, Any],
+    ) -> tuple[bool, list[Any]]:
+        """One attempt: ledger A created, appended, closed, read back; ledger B created,
+        appended, read closed by the other client (recovering it). Stops at the first op
+        that is not ok; returns whether all were, and the ledger it stopped on, if any."""
+        for closes in (True, False):
+            create = {"f": "create", "value": {"mode": "bounded", "after_heal": tag}}
+            kind, created, _ = await self._call(writer, next(processes), create)
+            if kind != "ok":
+                return False, []
+            ledger = created["ledger"]
+            steps = [
+                (writer, {"f": "append", "value": {"ledger": ledger, "payload": payload}})
+                for payload in (
+                    f"after-heal-{tag['attempt']}-{ledger}-{n}" for n in range(PROGRESS_APPENDS)
+                )
+            ]
+            if closes:
+                steps.append((writer, {"f": "close", "value": {"ledger": ledger}}))
+            steps.append((reader, {"f": "read", "value": {"ledger": ledger, "mode": "closed"}}))
+            for conn, op in steps:
+                op["value"]["after_heal"] = tag
+                if (await self._call(conn, next(processes), op))[0] != "ok":
+                    return False, [ledger]
+        return True, []

@@ -33,7 +33,7 @@ from harness.testspec import TestSpec, parsed_grudge
 from nemesis.base import Composed, FaultNotProven
 from nemesis.clock import ClockNemesis
 from nemesis.combined import CombinedCycle, NestedCycle
-from nemesis.disk import CorruptNemesis, PowerLossNemesis, WipeNemesis
+from nemesis.disk import CorruptNemesis, DiskFullNemesis, PowerLossNemesis, WipeNemesis
 from nemesis.kinds import PLUGIN_KINDS
 from nemesis.net import PacketNemesis, PartitionNemesis, parsed_packet
 from nemesis.process import KillNemesis, PauseNemesis
@@ -87,6 +87,7 @@ def _nemesis(cluster: Any, seed: int) -> Composed:
             WipeNemesis(cluster),
             PowerLossNemesis(cluster),
             CorruptNemesis(cluster, seed),
+            DiskFullNemesis(cluster),
             ClockNemesis(cluster, seed),
             *(k.nemesis(cluster, seed) for k in PLUGIN_KINDS if k.nemesis),
         ]

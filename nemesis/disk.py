@@ -27,6 +27,7 @@ import asyncio
 import json
 import shlex
 import time
+from pathlib import Path
 from typing import Any, Protocol
 
 from nemesis.base import FaultNotProven, stream
@@ -298,3 +299,91 @@ class CorruptNemesis:
         if not down:
             return []
         return [{"f": "corrupt-restart", "proof": await self._restart(down)}]
+
+
+BALLAST = ".bkchaos-ballast"
+"""The file `fill-disk` writes into a bookie's ledger dir (the bookie reads only its own
+files there)."""
+FILL_FRACTION = 0.99
+"""How full `fill-disk` leaves the disk: past the bookie's read-only threshold (0.95 by
+default), short of refusing writes."""
+MODE_CHANGE_WAIT_S = 15.0
+"""How long a bookie may take to change mode: its disk check runs every second."""
+
+
+class DiskFullNemesis:
+    """`fill-disk`: a ballast file fills the filesystem of a bookie's ledger dir to
+    `FILL_FRACTION`; the bookie must turn read-only (its `readonly` event, BookKeeper's
+    LedgerDirsMonitor) — `free-disk` deletes the ballast and it must turn writable again
+    (`writable`). The runtime must give each bookie's ledger dir a filesystem of its own
+    (the local runtime mounts a small tmpfs per bookie for it): filling the host's disk
+    would fill everybody's."""
+
+    fs = frozenset({"fill-disk", "free-disk"})
+
+    def __init__(self, runtime: DiskRuntime) -> None:
+        self.runtime = runtime
+        self.filled: set[str] = set()
+
+    async def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        value = op.get("value") or {}
+        if op["f"] == "free-disk":
+            nodes = value.get("nodes") or sorted(self.filled)
+            return {**value, "nodes": nodes, "proof": await self._free(nodes)}
+        proof = {}
+        for node in _nodes(op):
+            proof[node] = await self._fill(node)
+        return {**value, "proof": proof}
+
+    def _ballast(self, node: str) -> str:
+        return str(Path(_data_dirs(self.runtime, node)[1]) / BALLAST)
+
+    async def _fill(self, node: str) -> dict[str, Any]:
+        ledgers = shlex.quote(_data_dirs(self.runtime, node)[1])
+        ballast = shlex.quote(self._ballast(node))
+        offset = await _log_size(self.runtime, node)
+        script = (
+            f"set -e; df -B1 --output=size,used {ledgers} | tail -1 | {{ read size used;"
+            f" want=$(( size * {round(FILL_FRACTION * 100)} / 100 - used ));"
+            f" [ $want -gt 0 ] && fallocate -l $want {ballast}; }};"
+            f" df -B1 --output=size,used {ledgers} | tail -1"
+        )
+        code, out = await asyncio.to_thread(self.runtime.exec, node, ["sh", "-c", script])
+        if code != 0:
+            raise FaultNotProven(f"{node}: could not fill its ledger disk: {out.strip()}")
+        self.filled.add(node)
+        size, used = (int(n) for n in out.split()[-2:])
+        proof: dict[str, Any] = {"usage": round(used / size, 4), "disk_bytes": size}
+        return {**proof, **await self._mode(node, offset, "readonly")}
+
+    async def _free(self, nodes: list[str]) -> dict[str, Any]:
+        proof = {}
+        for node in nodes:
+            offset = await _log_size(self.runtime, node)
+            command = ["rm", "-f", self._ballast(node)]
+            code, out = await asyncio.to_thread(self.runtime.exec, node, command)
+            if code != 0:
+                raise FaultNotProven(f"{node}: could not free its ledger disk: {out.strip()}")
+            self.filled.discard(node)
+            proof[node] = await self._mode(node, offset, "writable")
+        return proof
+
+    async def _mode(self, node: str, offset: int, event: str) -> dict[str, Any]:
+        """Wait for the bookie's `event` (`readonly` or `writable`) after log byte
+        `offset`; a bookie not running meets its disk when it starts again."""
+        pid, state = await asyncio.to_thread(self.runtime.process_state, node)
+        if pid is None or state in (None, "Z", "T"):
+            return {"bookie": "stopped" if state == "T" else "not running"}
+        deadline = time.monotonic() + MODE_CHANGE_WAIT_S
+        while time.monotonic() < deadline:
+            events = await _events_since(self.runtime, node, offset)
+            seen = [e for e in events if e.get("event") == event]
+            if seen:
+                return {"event": seen[-1]}
+            await asyncio.sleep(POLL_S)
+        raise FaultNotProven(f"{node} logged no {event!r} event within {MODE_CHANGE_WAIT_S:.0f}s")
+
+    async def heal(self) -> list[dict[str, Any]]:
+        if not self.filled:
+            return []
+        return [{"f": "free-disk", "proof": await self._free(sorted(self.filled))}]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Protocol
 
@@ -64,6 +65,10 @@ class FileLayer(Protocol):
         """Record the current length of a file that someone else (SQLite) fsynced."""
 
     def list(self, rel_dir: str) -> list[str]: ...
+
+    def usage(self) -> float:
+        """The fraction of the disk under `root` in use (the read-only threshold's
+        measure); raises OSError if it cannot be read."""
 
 
 class OsFile:
@@ -183,6 +188,10 @@ class OsFileLayer:
     def record_synced(self, rel: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.note_synced(rel, (self.root / rel).stat().st_size)
+
+    def usage(self) -> float:
+        usage = shutil.disk_usage(self.root)
+        return 1 - usage.free / usage.total
 
     def list(self, rel_dir: str) -> list[str]:
         try:

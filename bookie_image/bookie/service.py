@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import signal
 import sqlite3
 from collections.abc import Callable
@@ -235,13 +234,15 @@ class BookieService:
         self._registration = asyncio.get_running_loop().create_task(register())
 
     def _check_disk(self) -> None:
+        """Read-only while any data dir's disk is filled past the threshold, writable
+        again once none is (BookKeeper's LedgerDirsMonitor); asked of the file layers, so
+        the simulation's disks answer for themselves."""
         worst = 0.0
-        for d in self.cfg.data_dirs:
+        for layer in (self.journal_files, *self.ledger_files):
             try:
-                usage = shutil.disk_usage(d)
+                worst = max(worst, layer.usage())
             except OSError:
                 continue
-            worst = max(worst, 1 - usage.free / usage.total)
         if worst >= self.cfg.readonly_threshold:
             self.bookie.set_readonly(
                 "disk-usage", usage=round(worst, 4), threshold=self.cfg.readonly_threshold

@@ -13,6 +13,11 @@ if TYPE_CHECKING:
     from harness.testspec import TestSpec
 
 
+SMALL_DISK_MB = 256
+"""A local bookie's ledger disk when the run fills disks: room for minutes of a busy
+workload (a longer run may fill it by itself, and its bookie turns read-only, as it should)."""
+
+
 def make_cluster(spec: TestSpec, nodes_dir: Path) -> LocalCluster | SupervisedCluster:
     """The spec's cluster (not started), keeping its state and node logs in `nodes_dir`.
 
@@ -27,7 +32,10 @@ def make_cluster(spec: TestSpec, nodes_dir: Path) -> LocalCluster | SupervisedCl
     if spec.runtime == "local":
         from harness.runtime.local import LocalCluster
 
-        return LocalCluster(nodes_dir, **sizes, extra_env=env, faketime=faketime)
+        disks = SMALL_DISK_MB if "disk-full" in spec.nemesis else 0  # drawn or scheduled
+        return LocalCluster(
+            nodes_dir, **sizes, extra_env=env, faketime=faketime, small_disks_mb=disks
+        )
     supervised = {**sizes, "zk_count": spec.zookeepers, "extra_env": env, "faketime": faketime}
     if spec.runtime == "ssh":
         from harness.runtime.ssh import SshCluster

@@ -121,6 +121,9 @@ class LocalCluster:
     faketime: bool = False
     """Preload libfaketime into the bookies, each with its own offset file (the clock
     nemesis); off by default, as every wall-clock call then reads that file."""
+    small_disks_mb: int = 0
+    """Mount a tmpfs of this many MiB as each bookie's ledger dir, a disk of its own that
+    the `disk-full` nemesis can fill without filling the host's (needs root); 0: none."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
     detached: bool = False
     """Outlive the controller (`bkchaos cluster up`): no watchdog, owner DETACHED."""
@@ -212,6 +215,8 @@ class LocalCluster:
         node_dir = self.state_dir / f"b{number}"
         node_dir.mkdir(parents=True, exist_ok=True)
         node = BookieNode(f"b{number}", "127.0.0.1", free_port(), str(node_dir))
+        if self.small_disks_mb:
+            self._mount_small_disk(Path(node.data_dirs[1]))
         node.config_path.write_text(
             bookie_toml(
                 bookie_id=node.id,
@@ -224,6 +229,27 @@ class LocalCluster:
             )
         )
         return node
+
+    def _mount_small_disk(self, ledgers: Path) -> None:
+        ledgers.mkdir(parents=True, exist_ok=True)
+        size = f"size={self.small_disks_mb}m"
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", size, "bkchaos-disk", str(ledgers)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise UserError(
+                f"the disk-full fault gives each local bookie a tmpfs of its own, and mounting "
+                f"one failed ({done.stderr.strip()}): run as root, or leave disk-full out"
+            )
+
+    def _unmount_small_disks(self) -> None:
+        """Unmount the tmpfs ledger dirs `up` mounted (their data goes with them)."""
+        for node in self.bookies:
+            ledgers = Path(node.data_dirs[1])
+            if ledgers.is_mount():
+                subprocess.run(["umount", "-l", str(ledgers)], capture_output=True)
 
     def _new_agent(self, number: int) -> AgentNode:
         node_dir = self.state_dir / f"c{number}"
@@ -372,6 +398,7 @@ class LocalCluster:
         self.zk_pid = None
         stop_run(self.run_id)
         self._stop_watchdog()
+        self._unmount_small_disks()
         if self.state_dir.exists():
             self.save()
 

@@ -43,8 +43,8 @@ from harness.sim.net import Network
 from harness.sim.triggers import TriggeredFaults, triggered_steps
 from harness.testspec import TestSpec
 from nemesis.base import Composed
-from nemesis.kinds import PLUGIN_KINDS
-from nemesis.schedule import ScheduleReplay, is_triggered
+from nemesis.kinds import PLUGIN_KINDS, RUNTIME_NEMESES
+from nemesis.schedule import ScheduleReplay, is_triggered, schedule_kinds
 from workloads import WORKLOADS
 
 SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workload starts
@@ -94,9 +94,13 @@ class SimSpec(TestSpec):
         """This test as `bkchaos test --runtime RUNTIME` replays it on real nodes: the same
         workload, rate, seed and schedule, for at least `REPLAY_MIN_S` (real faults take
         real time: a docker power loss about 3 s). A schedule with faults triggered by
-        probes replays only in the simulation: then RUNTIME is `sim`."""
+        probes replays only in the simulation: then RUNTIME is `sim`; one with a fault
+        RUNTIME cannot inject replays on the first of `local` and `sim` that can."""
+        kinds = set(schedule_kinds(self.schedule))
         if any(is_triggered(step) for step in self.schedule):
             runtime = "sim"
+        elif not kinds <= set(RUNTIME_NEMESES[runtime]):
+            runtime = "local" if kinds <= set(RUNTIME_NEMESES["local"]) else "sim"
         return dataclasses.replace(
             self.as_test(), runtime=runtime, time_limit=max(REPLAY_MIN_S, self.time_limit)
         )
@@ -147,10 +151,23 @@ def run_sim(
     probes: Counter[str] = Counter()
     triggers: TriggeredFaults | None = None
 
+    hushed = False
+
     def heard(name: str, fields: dict[str, Any]) -> None:
+        if hushed:  # the progress check's probes say nothing of the run's coverage
+            return
         probes[name] += 1
         if triggers is not None:
             triggers.on_probe(name, fields, CURRENT_NODE.get())
+
+    def hush(off: bool) -> None:
+        """The controller's switch for the progress check after the heal: the
+        perturbation (if any) off while it runs, so only the product can make it fail,
+        and its probes not counted (every run would reach the same recovery corners)."""
+        nonlocal hushed
+        hushed = off
+        if perturbed is not None:
+            perturbed.armed = not off
 
     loop = SimLoop()
     if on_progress is not None:
@@ -198,6 +215,7 @@ def run_sim(
                     counters=counters,
                     bookie_names={b.id: name for name, b in cluster.bookies.items()},
                     connect=cluster.connect,
+                    hush=hush,
                 )
                 loop.run_until_complete(_settled(cluster, controller, perturbed))
         finally:

@@ -22,6 +22,9 @@ from typing import Any
 
 from nemesis.nodeops import ASIDE, last_write_cut
 
+DISK_BYTES = 1 << 30
+"""The size of a simulated disk: what its usage (the bookie's read-only threshold) is of."""
+
 
 class SimDisk:
     """The contents of one data dir: path -> bytes, plus each file's fsynced length and
@@ -33,6 +36,7 @@ class SimDisk:
         self.synced: dict[str, int] = {}
         self.last_flush: dict[str, int] = {}
         self.incarnation = 0  # bumped when the process using the disk dies
+        self.ballast = 0  # bytes a `fill-disk` fault holds (harness/sim/diskfull.py)
         self._aside: tuple[dict[str, bytearray], dict[str, int], dict[str, int]] | None = None
 
     @property
@@ -41,6 +45,17 @@ class SimDisk:
         a scratch directory named anew by every run, and a history that named it would
         make two runs of one seed differ."""
         return f"{self.root.parent.name}/{self.root.name}"
+
+    def usage(self) -> float:
+        """The fraction of the disk in use: its files and any ballast, of `DISK_BYTES`."""
+        stored = sum(map(len, self.files.values()))
+        return min(1.0, (stored + self.ballast) / DISK_BYTES)
+
+    def fill(self, fraction: float) -> int:
+        """Write ballast until `fraction` of the disk is in use; returns its bytes."""
+        stored = sum(map(len, self.files.values()))
+        self.ballast = max(0, round(fraction * DISK_BYTES) - stored)
+        return self.ballast
 
     def crash(self) -> None:
         """The process died: its open layer may no longer touch the disk."""
@@ -192,6 +207,10 @@ class SimFileLayer:
     def record_synced(self, rel: str) -> None:
         if rel in self.disk.files:
             self.note_synced(rel)
+
+    def usage(self) -> float:
+        self._alive()
+        return self.disk.usage()
 
     def list(self, rel_dir: str) -> list[str]:
         self._alive()

@@ -27,6 +27,8 @@ nemesis/schedule.py), so a schedule found in the simulation passes `bkchaos test
 | | queued at `rate` (default 50 ± 10 ms; harness.sim.net) / undo |
 | `wipe` / `restore` | kill the bookie, pull its disks (a blank one in their place) and |
 | | start it: the cookie check must refuse / put the disks back and start it |
+| `fill-disk` / `free-disk` | ballast on the bookie's ledger disk until 99% of it is in use; |
+| | a running bookie must turn read-only / ballast gone, it must turn writable |
 
 A bookie whose disks are pulled cannot be started by `restart` or `power-on` either (its
 cookie check refuses, as on a real node): the op is recorded as not taking effect.
@@ -57,6 +59,14 @@ CORRUPTIBLE = {
     "journal": ("journal", "current/journal-"),
 }
 """`corrupt` target -> (the data dir it lives in, the path prefix of its files)."""
+
+FILL_FRACTION = 0.99
+"""How full `fill-disk` leaves a ledger disk: past the bookie's read-only threshold
+(0.95 by default), short of refusing writes."""
+MODE_CHANGE_WAIT_S = 5.0
+"""How long a bookie may take to change mode after its disk filled or freed: its disk
+check runs every second."""
+MODE_POLL_S = 0.05
 
 REACHABILITY = frozenset({"pause", "resume", "start-partition", "stop-partition"})
 """Faults that may cut a bookie off from ZooKeeper, or put it back in touch (its session)."""
@@ -216,6 +226,13 @@ class SimNemesis:
                 if not any(changes):
                     raise FaultNotProven(f"{bookie.name} has no {targets} file to corrupt yet")
                 proof[bookie.name] = [change for change in changes if change]
+        elif f == "fill-disk":
+            for bookie in self._bookies(value):
+                proof[bookie.name] = await self._fill(bookie)
+        elif f == "free-disk":
+            nodes = value.get("nodes") or [b.name for b in self._bookies_filled()]
+            for bookie in self._bookies({"nodes": nodes}) if nodes else ():
+                proof[bookie.name] = await self._free(bookie)
         else:
             raise ValueError(f"the simulation has no fault {f!r} (known: {sorted(SIM_FAULTS)})")
         if f in REACHABILITY:
@@ -235,6 +252,42 @@ class SimNemesis:
         """The disk a `corrupt` target lives on, and the path prefix of its files."""
         dir_name, prefix = CORRUPTIBLE[target]
         return next(d for root, d in bookie.disks.items() if root.name == dir_name), prefix
+
+    def _bookies_filled(self) -> list[SimBookie]:
+        return [b for b in self.cluster.bookies.values() if b.disks[b.cfg.ledger_dirs[0]].ballast]
+
+    async def _fill(self, bookie: SimBookie) -> dict[str, Any]:
+        """`fill-disk`: ballast on the bookie's ledger disk up to `FILL_FRACTION`; a
+        running bookie must turn read-only (its disk check, BookKeeper's
+        LedgerDirsMonitor) within `MODE_CHANGE_WAIT_S`, else the fault is not proven."""
+        disk = bookie.disks[bookie.cfg.ledger_dirs[0]]
+        proof: dict[str, Any] = {"ballast": disk.fill(FILL_FRACTION), "usage": disk.usage()}
+        return {**proof, **await self._mode(bookie, readonly=True)}
+
+    async def _free(self, bookie: SimBookie) -> dict[str, Any]:
+        """`free-disk`: the ballast gone; a running bookie must turn writable again."""
+        disk = bookie.disks[bookie.cfg.ledger_dirs[0]]
+        disk.ballast = 0
+        return {"usage": disk.usage(), **await self._mode(bookie, readonly=False)}
+
+    async def _mode(self, bookie: SimBookie, readonly: bool) -> dict[str, Any]:
+        """Wait until a running bookie is in the mode its disk calls for, and say where it
+        is registered; a bookie down or paused meets its disk when it runs again."""
+        if not bookie.running or bookie.name in self.cluster.loop.paused:
+            return {"bookie": "paused" if bookie.running else "not running"}
+        service = bookie.service
+        deadline = self.cluster.loop.time() + MODE_CHANGE_WAIT_S
+        while (service.bookie.readonly is not None) != readonly:
+            if self.cluster.loop.time() > deadline or bookie.service is not service:
+                mode = "read-only" if readonly else "writable"
+                raise FaultNotProven(f"{bookie.name} did not turn {mode} ({MODE_CHANGE_WAIT_S} s)")
+            await asyncio.sleep(MODE_POLL_S)
+        root = f"{bookie.cfg.zk_ledgers_root}/available"
+        node = f"{root}/readonly/{bookie.id}" if readonly else f"{root}/{bookie.id}"
+        return {
+            "mode": service.bookie.readonly or "writable",
+            "registered": node if self.cluster.zk.exists(node) else "not yet",
+        }
 
     def _bookies_pulled(self) -> list[SimBookie]:
         return [b for b in self.cluster.bookies.values() if b.pulled]
@@ -281,6 +334,8 @@ class SimNemesis:
         down = [b.name for b in self.cluster.bookies.values() if not b.running]
         if down:
             proofs.append((await self.invoke({"f": "restart", "value": {"nodes": down}}))["proof"])
+        if self._bookies_filled():
+            proofs.append((await self.invoke({"f": "free-disk"}))["proof"])
         return proofs
 
 

@@ -43,12 +43,13 @@ LOSS = ["lost-append", "truncated-ledger"]
 
 
 def _pairs(history: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(invoke, completion) of every client op, in completion order."""
+    """(invoke, completion) of every workload op, in completion order (not the progress
+    check's after the heal, docs/history.md §2)."""
     pending: dict[Any, dict[str, Any]] = {}
     pairs = []
     for line in history.read_text().splitlines():
         op = json.loads(line)
-        if op["process"] == "nemesis":
+        if op["process"] == "nemesis" or "after_heal" in (op["value"] or {}):
             continue
         if op["type"] == "invoke":
             pending[op["process"]] = op

@@ -51,7 +51,7 @@ def test_spec_example_through_the_installed_command(tmp_path) -> None:
                                "ledgers": 1, "unchecked_ledgers": [], "appends_ok": 1}  # fmt: skip
     assert set(result["checkers"]) == {
         "stats", "perf", "ledger", "stream", "graph", "replication", "nemesis", "ensemble",
-        "availability",
+        "availability", "liveness",
     }  # fmt: skip
     assert all("valid" in r for r in result["checkers"].values())
 
