@@ -118,6 +118,10 @@ def _op(f: str, nodes: tuple[str, ...]) -> dict[str, Any]:
     return {"f": f, "value": {"nodes": list(nodes)}}
 
 
+TICKS_PER_S = 10
+"""Drawn schedules (nemesis.strategies, the simulated search and corpus) put their steps on
+a grid of tenths of a second: coarse enough to shrink, fine enough for every fault kind."""
+
 TRIGGER = "on"
 """The key that makes a schedule step triggered by a protocol probe instead of the clock."""
 
