@@ -3,10 +3,12 @@
 Each seeded bug has one test that should expose it (`EXPOSERS`: workload, configuration,
 nemeses — the same table docs/bugs.md gives). The bench runs that test K times with the bug
 on, and K times with the bug off (the clean twin, same settings and seeds), on the local
-runtime — or on docker, for a bug whose exposing faults need it (`packet`). It reports per
-bug the detection rate (runs that checked invalid), the median time from the run's first
-op to the first op that made an anomaly visible, and the anomaly types seen; and the false
-positives: clean runs that checked invalid. Every run is an ordinary run directory under
+runtime — or on docker, for a bug whose exposing faults need it (`packet`) — or all of them
+on the runtime `--runtime` names. In the simulation (`--runtime sim`) a seed gives the same
+run on any machine, so its figures travel; on real processes they are this machine's. It
+reports per bug the detection rate (runs that checked invalid), the median time from the
+run's first op to the first op that made an anomaly visible, the anomaly types seen and
+the clean twins' verdicts; and the false positives: clean runs that checked invalid. Every run is an ordinary run directory under
 `STORE/bench-detect-*`, so any figure can be opened as a report.
 """
 
