@@ -26,14 +26,12 @@ from core.generator import Context, Generator, Pending, Workload, clients, inter
 from core.history import HistoryWriter
 from harness.agent_client import AgentConnection
 from nemesis.base import Nemesis
-from nemesis.schedule import START_STOP
+from nemesis.kinds import START_STOP, STEP_KIND
 
 if TYPE_CHECKING:
     from harness.testspec import TestSpec
 
 log = logging.getLogger("bkchaos.controller")
-_STARTS = {start: kind for kind, (start, _) in START_STOP.items()}
-_STOPS = {stop: kind for kind, (_, stop) in START_STOP.items()}
 
 IDLE_POLL_S = 0.01
 """How soon a worker asks again when the generator waits on something other than the clock."""
@@ -86,13 +84,16 @@ class RunCounters:
         """Track what a proven fault op leaves in force."""
         nodes = (value or {}).get("nodes") if isinstance(value, dict) else None
         names = {str(n) for n in nodes} if isinstance(nodes, list) else set()
-        if f in _STARTS:
-            self.in_force.setdefault(_STARTS[f], set()).update(names)
-        elif f in _STOPS:
-            held = self.in_force.get(_STOPS[f], set())
+        kind = STEP_KIND.get(f)
+        if kind is None:
+            return
+        if f == START_STOP[kind][0]:
+            self.in_force.setdefault(kind, set()).update(names)
+        else:
+            held = self.in_force.get(kind, set())
             held -= names if names else held.copy()
             if not held:
-                self.in_force.pop(_STOPS[f], None)
+                self.in_force.pop(kind, None)
 
 
 def _brief(value: Any) -> str:

@@ -29,6 +29,7 @@ __all__ = [
     "SIM_CLIENT_TARGET_KINDS",
     "SIM_NEMESES",
     "START_STOP",
+    "STEP_KIND",
     "TRIGGERED_KINDS",
     "FaultKind",
 ]
@@ -129,6 +130,8 @@ PLUGIN_KINDS = tuple(k for k in KINDS.values() if k.nemesis or k.sim_nemesis)
 
 START_STOP = {name: (kind.start, kind.stop) for name, kind in KINDS.items()}
 """Each fault kind's start and stop op."""
+STEP_KIND = {f: kind for kind, pair in START_STOP.items() for f in pair}
+"""Each fault op (a start or a stop), mapped to the nemesis kind that performs it."""
 NEMESES = tuple(k.name for k in KINDS.values() if k.survivable and "local" in k.runtimes)
 """Faults a correct build survives without anomalies: the pool schedules are drawn from."""
 OPT_IN_NEMESES = tuple(k.name for k in KINDS.values() if not k.survivable)

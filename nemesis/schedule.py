@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
-from nemesis.kinds import START_STOP, TRIGGERED_KINDS
+from nemesis.kinds import START_STOP, STEP_KIND, TRIGGERED_KINDS
 from nemesis.net import netem_params, packet_destinations
 
 
@@ -118,8 +118,9 @@ def _op(f: str, nodes: tuple[str, ...]) -> dict[str, Any]:
     return {"f": f, "value": {"nodes": list(nodes)}}
 
 
-STEP_KIND = {f: kind for kind, pair in START_STOP.items() for f in pair}
-"""Each fault op a schedule may contain, mapped to the nemesis kind that performs it."""
+TICKS_PER_S = 10
+"""Drawn schedules (nemesis.strategies, the simulated search and corpus) put their steps on
+a grid of tenths of a second: coarse enough to shrink, fine enough for every fault kind."""
 
 TRIGGER = "on"
 """The key that makes a schedule step triggered by a protocol probe instead of the clock."""

@@ -17,13 +17,12 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from nemesis.kinds import NEMESES, START_STOP
+from nemesis.schedule import TICKS_PER_S
 
 __all__ = ["AVAILABLE_KINDS", "fault_schedules"]
 
 AVAILABLE_KINDS: tuple[str, ...] = tuple(k for k in NEMESES if k in START_STOP)
 """Fault kinds that both the test spec accepts and a schedule can start and stop."""
-
-TICKS_PER_S = 10
 
 
 def fault_schedules(

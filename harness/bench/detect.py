@@ -3,10 +3,12 @@
 Each seeded bug has one test that should expose it (`EXPOSERS`: workload, configuration,
 nemeses — the same table docs/bugs.md gives). The bench runs that test K times with the bug
 on, and K times with the bug off (the clean twin, same settings and seeds), on the local
-runtime — or on docker, for a bug whose exposing faults need it (`packet`). It reports per
-bug the detection rate (runs that checked invalid), the median time from the run's first
-op to the first op that made an anomaly visible, and the anomaly types seen; and the false
-positives: clean runs that checked invalid. Every run is an ordinary run directory under
+runtime — or on docker, for a bug whose exposing faults need it (`packet`) — or all of them
+on the runtime `--runtime` names. In the simulation (`--runtime sim`) a seed gives the same
+run on any machine, so its figures travel; on real processes they are this machine's. It
+reports per bug the detection rate (runs that checked invalid), the median time from the
+run's first op to the first op that made an anomaly visible, the anomaly types seen and
+the clean twins' verdicts; and the false positives: clean runs that checked invalid. Every run is an ordinary run directory under
 `STORE/bench-detect-*`, so any figure can be opened as a report.
 """
 
@@ -19,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness.errors import UserError
 from harness.runner import run_test
 from harness.testspec import TestSpec, op_shares_for
 
@@ -118,21 +121,34 @@ EXPOSERS: dict[str, dict[str, Any]] = {
 """The test that should expose each seeded bug (docs/bugs.md, "Exposed by")."""
 
 
-def exposing_run(bug: str) -> dict[str, Any]:
+RUNTIMES = ("sim", "local", "docker")
+"""Where the bench runs exposing tests: `--runtime`, or each exposer's own (`EXPOSERS`)."""
+
+
+def exposer_runtime(bug: str) -> str:
+    """The runtime `bug`'s exposing test asks for: local unless its faults need docker."""
+    return str(EXPOSERS[bug].get("runtime", BASE.runtime))
+
+
+def exposing_run(bug: str, runtime: str | None = None) -> dict[str, Any]:
     """`bug`'s exposing test as `TestSpec` fields, bug off: BASE's shared settings (less
-    the shares of ops its workload has none of), then its own. Fault-suite tests then run
-    exactly what the bench runs, with the bug on (the catch) and off (the clean twin)."""
-    exposer = EXPOSERS[bug]
-    return op_shares_for(exposer.get("workload", BASE.workload), {**detection_run(), **exposer})
+    the shares of ops its workload has none of), then its own, on `runtime` (default: its
+    own). Fault-suite tests then run exactly what the bench runs, with the bug on (the
+    catch) and off (the clean twin)."""
+    exposer = {**EXPOSERS[bug], "runtime": runtime or exposer_runtime(bug)}
+    return op_shares_for(exposer["workload"], {**detection_run(), **exposer})
 
 
 TARGETS = {"detection_rate": 0.9, "median_seconds_to_detect": 30.0, "false_positives": 0}
 
 
-def exposing_spec(bug: str, seed: int, store: str, time_limit: float) -> TestSpec:
-    """The run that should catch `bug` (with `bug` switched on)."""
+def exposing_spec(
+    bug: str, seed: int, store: str, time_limit: float, runtime: str | None = None
+) -> TestSpec:
+    """The run that should catch `bug` (with `bug` switched on), on `runtime` (default:
+    the exposer's own)."""
     own = {"name": f"bench-detect-{bug}", "seed": seed, "store": store, "time_limit": time_limit}
-    return replace(BASE, **{**exposing_run(bug), **own, "bugs": (bug,)})
+    return replace(BASE, **{**exposing_run(bug, runtime), **own, "bugs": (bug,)})
 
 
 def seconds_to_first_anomaly(history: Path, results: dict[str, Any]) -> float | None:
@@ -157,7 +173,7 @@ def seconds_to_first_anomaly(history: Path, results: dict[str, Any]) -> float | 
     return (min(visible) - first) / 1e9
 
 
-def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _summary(runs: list[dict[str, Any]], clean: list[dict[str, Any]]) -> dict[str, Any]:
     detected = [r for r in runs if r["valid"] is False]
     seconds = [r["seconds_to_detect"] for r in detected if r["seconds_to_detect"] is not None]
     return {
@@ -166,8 +182,16 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "detection_rate": round(len(detected) / len(runs), 3) if runs else 0.0,
         "median_seconds_to_detect": round(statistics.median(seconds), 1) if seconds else None,
         "anomalies": sorted({t for r in detected for t in r["anomaly_types"]}),
+        "clean_twins": {
+            verdict: sum(VERDICTS[r["valid"]] == verdict for r in clean)
+            for verdict in VERDICTS.values()
+        },
         "run_dirs": [r["run_dir"] for r in runs],
     }
+
+
+VERDICTS: dict[Any, str] = {True: "valid", False: "invalid", "unknown": "unknown"}
+"""A run's `valid` as the bench names it."""
 
 
 def _one(spec: TestSpec) -> dict[str, Any]:
@@ -181,6 +205,16 @@ def _one(spec: TestSpec) -> dict[str, Any]:
     }
 
 
+def runs_on(bug: str, runtime: str) -> bool:
+    """Whether `bug`'s exposing test can run on `runtime` (its faults are performed there:
+    a `packet` fault needs docker or the simulation)."""
+    try:
+        exposing_spec(bug, 1, "store", BASE.time_limit, runtime)
+    except UserError:
+        return False
+    return True
+
+
 def run(
     bug_names: tuple[str, ...],
     runs: int,
@@ -188,14 +222,16 @@ def run(
     time_limit: float = BASE.time_limit,
     first_seed: int = 1,
     on_run: Callable[[str, bool, dict[str, Any]], None] | None = None,
+    runtime: str | None = None,
 ) -> dict[str, Any]:
-    """K runs per bug with it on and K clean twins; the figures `--json` prints."""
+    """K runs per bug with it on and K clean twins, on `runtime` (default: each exposer's
+    own); the figures `--json` prints."""
     figures: dict[str, Any] = {"bugs": {}, "false_positives": 0, "clean_runs": 0}
     clean_invalid: list[str] = []
     for bug in bug_names:
         buggy, clean = [], []
         for k in range(runs):
-            spec = exposing_spec(bug, first_seed + k, store, time_limit)
+            spec = exposing_spec(bug, first_seed + k, store, time_limit, runtime)
             buggy.append(_one(spec))
             if on_run:
                 on_run(bug, True, buggy[-1])
@@ -203,14 +239,21 @@ def run(
             clean.append(_one(twin))
             if on_run:
                 on_run(bug, False, clean[-1])
-        runtime = EXPOSERS[bug].get("runtime", BASE.runtime)
-        figures["bugs"][bug] = {"test": _describe(bug), "runtime": runtime, **_summary(buggy)}
+        figures["bugs"][bug] = {
+            "test": _describe(bug),
+            "runtime": runtime or exposer_runtime(bug),
+            **_summary(buggy, clean),
+        }
         figures["clean_runs"] += len(clean)
         clean_invalid += [r["run_dir"] for r in clean if r["valid"] is False]
     figures["false_positives"] = len(clean_invalid)
     figures["false_positive_runs"] = clean_invalid
     figures["targets"] = TARGETS
-    figures["settings"] = {"runs_per_bug": runs, "time_limit": time_limit, "runtime": BASE.runtime}
+    figures["settings"] = {
+        "runs_per_bug": runs,
+        "time_limit": time_limit,
+        "runtime": runtime or "each exposer's own",
+    }
     return figures
 
 

@@ -42,13 +42,36 @@ def _bugs(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, 
     show_default=True,
     help="Seconds of workload per run (each run adds ~15 s to start and check).",
 )
+@click.option(
+    "--runtime",
+    type=click.Choice(("sim", "local", "docker")),
+    default=None,
+    help="Run every exposing test here (default: each on its own, local or docker). "
+    "Bugs whose faults this runtime cannot perform are left out, and named.",
+)
 @click.option("--store", default="store", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_detect(
-    runs: int, bug_names: tuple[str, ...], time_limit: float, store: str, as_json: bool
+    runs: int,
+    bug_names: tuple[str, ...],
+    time_limit: float,
+    runtime: str | None,
+    store: str,
+    as_json: bool,
 ) -> None:
     """Run each seeded bug's exposing test K times (and K clean twins); print detection."""
     from harness.bench import detect
+
+    if runtime is not None:
+        elsewhere = [bug for bug in bug_names if not detect.runs_on(bug, runtime)]
+        if elsewhere and len(bug_names) < len(bugs.KNOWN):
+            raise UserError(
+                f"--bugs: the exposing tests of {', '.join(elsewhere)} cannot run on "
+                f"--runtime {runtime} (their faults need another runtime); leave them out"
+            )
+        if elsewhere:
+            click.echo(f"left out (faults not on {runtime}): {', '.join(elsewhere)}", err=True)
+        bug_names = tuple(bug for bug in bug_names if bug not in elsewhere)
 
     def show(bug: str, buggy: bool, run: dict[str, Any]) -> None:
         verdict = {True: "valid", False: "INVALID", "unknown": "unknown"}[run["valid"]]
@@ -57,16 +80,21 @@ def bench_detect(
             f"  {label} seed {run['seed']}: {verdict} {' '.join(run['anomaly_types'])}", err=True
         )
 
-    figures = detect.run(bug_names, runs, store, time_limit, on_run=show)
+    figures = detect.run(bug_names, runs, store, time_limit, on_run=show, runtime=runtime)
     if as_json:
         click.echo(json.dumps(figures, indent=2))
         return
-    click.echo(f"{'seeded bug':32} {'detected':>9} {'median s':>9}  anomalies")
+    click.echo(
+        f"{'seeded bug':32} {'runtime':8} {'detected':>9} {'median s':>9} "
+        f"{'clean twins':24} anomalies"
+    )
     for bug, row in figures["bugs"].items():
         median = row["median_seconds_to_detect"]
+        twins = " ".join(f"{n} {verdict}" for verdict, n in row["clean_twins"].items() if n)
         click.echo(
-            f"{bug:32} {row['detected']:>4}/{row['runs']:<4} "
-            f"{'-' if median is None else f'{median:.1f}':>9}  {', '.join(row['anomalies'])}"
+            f"{bug:32} {row['runtime']:8} {row['detected']:>4}/{row['runs']:<4} "
+            f"{'-' if median is None else f'{median:.1f}':>9} {twins:24} "
+            f"{', '.join(row['anomalies'])}"
         )
     click.echo(
         f"false positives: {figures['false_positives']} of {figures['clean_runs']} clean runs"

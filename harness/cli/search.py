@@ -123,6 +123,15 @@ def parse_budget(text: str) -> float:
 )
 @click.option("--max-faults", type=int, default=3, show_default=True)
 @click.option(
+    "--max-triggered",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="hypothesis strategy: up to N more faults that wait for a protocol probe (a kill "
+    "as a recovery starts…) instead of a clock tick; the corpus strategy draws a third of "
+    "its faults so.",
+)
+@click.option(
     "--max-time",
     type=click.FloatRange(0.5, 3600),
     default=3.0,
@@ -168,6 +177,7 @@ def search(
     budget: str,
     max_examples: int,
     max_faults: int,
+    max_triggered: int,
     max_time: float,
     seed: int,
     strategy: str,
@@ -189,6 +199,11 @@ def search(
         raise UserError(str(exc)) from None
     if max_faults < 1 or max_time < 0.5:
         raise UserError("--max-faults must be >= 1 and --max-time >= 0.5")
+    if max_triggered and strategy != "hypothesis":
+        raise UserError(
+            "--max-triggered is for --strategy hypothesis (the corpus strategy draws a third "
+            "of its faults triggered by probes); add --strategy hypothesis or leave it out"
+        )
     kinds = _fault_kinds(nemesis)
     base, draw = search_base(
         f"search-{'+'.join(bugs) or 'clean'}",
@@ -235,6 +250,7 @@ def search(
             kinds=kinds,
             draw=draw,
             on_example=None if as_json else progress,
+            max_triggered=max_triggered,
         )
     summary: dict[str, Any] = {
         "strategy": strategy,

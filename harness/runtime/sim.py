@@ -235,10 +235,12 @@ def run_sim(
 
 
 def _controller(triggers: TriggeredFaults | None, spec: SimSpec, **parts: Any) -> Controller:
-    """The run's controller; triggered faults wake its nemesis worker when they fire."""
+    """The run's controller; triggered faults arm on its clock and wake its nemesis
+    worker when they fire."""
     controller = Controller.for_test(spec, **parts)
     if triggers is not None:
         triggers.wake = controller.nudge
+        triggers.now = controller.history.elapsed_s
     return controller
 
 

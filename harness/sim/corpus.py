@@ -31,7 +31,6 @@ from harness.runtime.sim import SimSpec, run_sim
 from harness.sim.search import (
     DRAWN_CHOICES,
     PACKET_DELAYS_MS,
-    TICKS_PER_S,
     SearchOutcome,
     target_anomaly,
 )
@@ -39,6 +38,7 @@ from harness.testspec import OP_SHARE_WORKLOADS, PIPELINED_WORKLOADS, SIM_CORRUP
 from nemesis.schedule import (
     SPLIT,
     START_STOP,
+    TICKS_PER_S,
     TRIGGER,
     TRIGGER_PROBES,
     TRIGGER_TARGETS,

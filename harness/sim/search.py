@@ -32,9 +32,8 @@ from hypothesis.errors import NoSuchExample
 from harness.runtime.sim import SimSpec, run_sim
 from harness.testspec import OP_SHARE_WORKLOADS, PIPELINED_WORKLOADS, SIM_CORRUPT_MODES
 from nemesis.kinds import SIM_NEMESES, START_STOP, TRIGGERED_KINDS
-from nemesis.schedule import SPLIT, TRIGGER, TRIGGER_PROBES, TRIGGER_TARGETS
+from nemesis.schedule import SPLIT, TICKS_PER_S, TRIGGER, TRIGGER_PROBES, TRIGGER_TARGETS
 
-TICKS_PER_S = 10
 ANOMALY_PRIORITY = ("lost-append", "truncated-ledger", "divergence", "dirty-read")
 """Which anomaly a search keeps while shrinking when a history shows several: the most
 damning first; any other is taken in name order."""

@@ -8,10 +8,13 @@ its ``at``, it fires at the next reach of its probe, aimed at the bookies that p
 (``@k``: the k-th of the ensemble it reports; ``@self``: the bookie that reached it), and
 is stopped ``hold`` seconds later.
 
-The fault still goes through the controller's nemesis worker (one op at a time, recorded
-with its proof like any other); the probe wakes that worker, which hands the fault to the
-nemesis in the same virtual instant — before any message the product sends after the
-probe can arrive (the simulated network has no zero latency). A step whose targets cannot
+A step is armed by the run's clock when its ``at`` comes, also while the nemesis worker is
+busy with another fault. The fault still goes through that worker (one op at a time,
+recorded with its proof like any other); the probe wakes it, and an idle worker hands the
+fault to the nemesis in the same virtual instant — before any message the product sends
+after the probe can arrive (the simulated network has no zero latency). A worker busy with
+another fault (a restart waiting for its bookie to register) starts it right after: the
+history records when. A step whose targets cannot
 be hit when it fires (a bookie already down, paused or busy with another fault, a probe
 that names no such bookie) stays armed for the next reach. Everything is a function of the
 schedule and the seed: the same test fires the same faults at the same points.
@@ -56,6 +59,9 @@ class TriggeredFaults(Generator):
     steps: tuple[dict[str, Any], ...]
     inner: Generator | None = None
     wake: Callable[[], None] = lambda: None
+    now: Callable[[], float] | None = None
+    """The run's clock (the controller's history time, what `ctx.time` reads): a probe
+    reached arms every step whose `at` has come, whether or not the worker asked since."""
     start: float | None = None
     armed: list[dict[str, Any]] = field(default_factory=list)
     _waiting: list[dict[str, Any]] = field(default_factory=list)  # not yet armed, in order
@@ -72,6 +78,8 @@ class TriggeredFaults(Generator):
 
     def on_probe(self, name: str, fields: dict[str, Any], node: str) -> None:
         """A probe was reached on `node`: the first armed step waiting for it fires."""
+        if self.now is not None:
+            self._arm(self.now())
         for step in self.armed:
             if step[TRIGGER] == name:
                 self.armed.remove(step)
@@ -84,10 +92,7 @@ class TriggeredFaults(Generator):
     def op(self, ctx: Context) -> Answer:
         if not ctx.is_nemesis:
             return NOT_FOR_THIS_ASKER
-        if self.start is None:
-            self.start = ctx.time
-        while self._waiting and ctx.time >= self.start + self._waiting[0]["at"]:
-            self.armed.append(self._waiting.pop(0))
+        self._arm(ctx.time)
         while self._stops and ctx.time >= self._stops[0][0]:
             _, stop = self._stops.pop(0)
             nodes = stop["value"]["nodes"]
@@ -117,6 +122,13 @@ class TriggeredFaults(Generator):
             return None
         until = min([*due, math.inf if answer is None else answer.until or 0.0])
         return Pending(until)
+
+    def _arm(self, now: float) -> None:
+        """Arm the steps whose `at` has come (the run starts at the first arming)."""
+        if self.start is None:
+            self.start = now
+        while self._waiting and now >= self.start + self._waiting[0]["at"]:
+            self.armed.append(self._waiting.pop(0))
 
     # -- aiming ----------------------------------------------------------------------------
 

@@ -180,6 +180,7 @@ def test_a_search_with_a_spare_bookie_draws_faults_on_it() -> None:
         (["--max-examples", "0"], "--max-examples"),
         (["--bug", "no-such-bug"], "no-such-bug"),
         (["--nemesis", "power-loss,flood"], "unknown: flood"),
+        (["--max-triggered", "1"], "--max-triggered is for --strategy hypothesis"),
     ],
 )
 def test_bad_search_arguments_exit_254_and_say_what_to_change(

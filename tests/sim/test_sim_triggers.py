@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,11 @@ import pytest
 from hypothesis import find, settings
 
 from bookie_image.probes import listening
+from core.generator import Context, Pending
 from harness.errors import UserError
 from harness.runtime.sim import SimSpec, run_sim
 from harness.sim.search import sim_tests
+from harness.sim.triggers import TriggeredFaults
 from harness.testspec import TestSpec
 from nemesis.schedule import check_steps
 
@@ -57,6 +60,27 @@ def test_a_triggered_kill_fires_at_its_probe_on_the_bookie_it_names(tmp_path: Pa
     assert killed["value"]["proof"] == {kill["value"]["nodes"][0]: "killed"}
     assert restart["time"] / 1e9 == pytest.approx(at + 0.5, abs=0.01)
     assert restarted["value"]["nodes"] == kill["value"]["nodes"]
+
+
+def test_a_step_is_armed_by_the_clock_while_the_nemesis_worker_is_busy() -> None:
+    """The worker asked at 0 s and is then busy (a restart waiting for its bookie): the
+    step armed at 0.2 s still hears a probe reached at 0.3 s and wakes the worker, rather
+    than waiting for the worker's next ask to be armed and missing the probe."""
+    clock = {"now": 0.0}
+    woken: list[bool] = []
+    faults = TriggeredFaults(
+        cluster=None,  # type: ignore[arg-type]  # not aimed here: only heard
+        steps=(_step("recovery-started", "kill", ["@0"]),),
+        wake=lambda: woken.append(True),
+        now=lambda: clock["now"],
+    )
+    assert isinstance(faults.op(Context(0.0, "nemesis", random.Random(0))), Pending)
+    clock["now"] = 0.1
+    faults.on_probe("recovery-started", {"bookies": ["b1"]}, "c1")
+    assert not woken, "not armed before its at"
+    clock["now"] = 0.3
+    faults.on_probe("recovery-started", {"bookies": ["b1"]}, "c1")
+    assert woken == [True] and not faults.armed
 
 
 def test_a_split_partition_cuts_the_old_writer_and_the_recovering_client_apart(
