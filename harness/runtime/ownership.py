@@ -23,7 +23,7 @@ RUN_ENV = "BKCHAOS_RUN"
 OWNER_ENV = "BKCHAOS_OWNER"
 OWNER_LABEL = "bkchaos.owner"
 DETACHED = "detached"
-STOP_GRACE_S = 5.0
+STOP_GRACE_S = 10.0
 """How long a node gets to exit after SIGTERM before SIGKILL."""
 
 
@@ -96,18 +96,35 @@ def belongs_to(pid: int, run_id: str) -> bool:
     return process_environment(pid).get(RUN_ENV) == run_id
 
 
-def stop_run(run_id: str, grace: float = STOP_GRACE_S) -> list[int]:
-    """SIGTERM every process of run `run_id` (paused ones are continued so they can exit),
-    SIGKILL what is left after `grace` seconds; returns the pids that were signalled."""
-    pids = sorted(run_processes().get(run_id, {}))
+def stop_run(
+    run_id: str, last: frozenset[int] = frozenset(), grace: float = STOP_GRACE_S
+) -> list[int]:
+    """Stop every process of run `run_id`: SIGTERM (paused ones are continued so they can
+    exit), SIGKILL what is left after `grace` seconds. The pids in `last` (ZooKeeper: a
+    bookie told to stop deregisters from it) are stopped only once the others are gone.
+    Returns the pids that were signalled."""
+    first = sorted(set(run_processes().get(run_id, {})) - last)
+    return _stop(run_id, first, grace) + _stop(run_id, sorted(last), grace)
+
+
+def _stop(run_id: str, pids: list[int], grace: float) -> list[int]:
+    """SIGTERM and SIGCONT the run's `pids`, SIGKILL those still there after `grace`."""
+    pids = [pid for pid in pids if belongs_to(pid, run_id)]
     for pid in pids:
         for sig in (signal.SIGTERM, signal.SIGCONT):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and run_processes().get(run_id):
+
+    def left() -> list[int]:
+        for pid in pids:  # our own children (the local runtime's nodes): no zombies left
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        return [pid for pid in pids if _state(pid) not in (None, "Z") and belongs_to(pid, run_id)]
+
+    while time.monotonic() < deadline and left():
         time.sleep(0.1)
-    for pid in run_processes().get(run_id, {}):
+    for pid in left():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     return pids

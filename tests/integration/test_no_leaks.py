@@ -5,16 +5,25 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from harness.runtime.local import LocalCluster
-from harness.runtime.ownership import controller_id, owner_alive, run_processes, stop_run
+from harness.runtime.ownership import (
+    OWNER_ENV,
+    RUN_ENV,
+    controller_id,
+    owner_alive,
+    run_processes,
+    stop_run,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -131,3 +140,50 @@ def test_cluster_down_never_signals_a_pid_that_left_the_run(tmp_path: Path) -> N
         stranger.kill()
         stranger.wait()
         cluster.down()
+
+
+SIGNALLED = """
+import os, signal, sys, time
+def on_term(_signum, _frame):
+    time.sleep(float(sys.argv[1]))  # a bookie deregistering, a server flushing
+    if len(sys.argv) > 2:  # ZooKeeper: is the other node still there?
+        try:
+            os.kill(int(sys.argv[2]), 0)
+            seen = "running"
+        except ProcessLookupError:
+            seen = "gone"
+        with open(sys.argv[3], "w") as out:
+            out.write(seen)
+    os._exit(0)
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_stop_run_stops_the_last_pids_only_once_the_others_are_gone(tmp_path: Path) -> None:
+    """LocalCluster.down stops ZooKeeper after the bookies (a bookie told to stop
+    deregisters from it): the stand-in for ZooKeeper, on SIGTERM, records whether the
+    stand-in for a bookie (which takes half a second to exit) is still running."""
+    run_id = f"order-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, RUN_ENV: run_id, OWNER_ENV: controller_id()}
+
+    def spawn(*args: str) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SIGNALLED, *args], env=env, stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        return proc
+
+    bookie = spawn("0.5")
+    seen = tmp_path / "seen"
+    zookeeper = spawn("0", str(bookie.pid), str(seen))
+    try:
+        stopped = stop_run(run_id, last=frozenset({zookeeper.pid}))
+        assert stopped == [bookie.pid, zookeeper.pid]
+        assert seen.read_text() == "gone"
+        assert run_processes().get(run_id) is None
+    finally:
+        for proc in (bookie, zookeeper):
+            proc.kill()
+            proc.wait()
