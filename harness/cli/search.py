@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bookie_image import bugs as seeded_bugs
+from harness.cli import verbosity
 from harness.errors import UserError
 from harness.testspec import WORKLOADS
 from nemesis.kinds import SIM_NEMESES
@@ -222,6 +223,8 @@ def search(
     )
     base.as_test()  # bad settings: the same UserError (exit 254) as bkchaos test's
 
+    shown_quiet = as_json or verbosity().quiet  # -q: no progress lines, the outcome only
+
     def progress(spec: SimSpec, results: dict[str, Any]) -> None:
         click.echo(f"{_test_line(spec, results)}", err=True)
 
@@ -240,7 +243,7 @@ def search(
             budget_s,
             search_seed=seed,
             max_examples=max_examples,
-            on_example=None if as_json else _coverage_progress(),
+            on_example=None if shown_quiet else _coverage_progress(),
         )
     else:
         outcome = run_search(
@@ -252,7 +255,7 @@ def search(
             search_seed=seed,
             kinds=kinds,
             draw=draw,
-            on_example=None if as_json else progress,
+            on_example=None if shown_quiet else progress,
         )
     summary: dict[str, Any] = {
         "strategy": strategy,

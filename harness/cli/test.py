@@ -244,10 +244,11 @@ def run_shown(console: Console, spec: TestSpec) -> tuple[Path, dict]:
     """Run one test with progress on `console` — a live line on a terminal, plain
     timestamped lines every few seconds elsewhere, none with -q — then its summary."""
     shown = verbosity()
-    console.print(
-        f"[bold]{spec.name}[/] seed {spec.seed}: {spec.workload} workload, "
-        f"nemesis {','.join(spec.nemesis) or 'none'}, {spec.time_limit:.0f}s"
-    )
+    if not shown.quiet:
+        console.print(
+            f"[bold]{spec.name}[/] seed {spec.seed}: {spec.workload} workload, "
+            f"nemesis {','.join(spec.nemesis) or 'none'}, {spec.time_limit:.0f}s"
+        )
     if shown.quiet:
         run_dir, results = run_test(spec, None)
     elif console.is_terminal:
