@@ -89,8 +89,9 @@ def link_latest(run_dir: Path) -> None:
 
 
 def collect_logs(nodes_dir: Path, run_dir: Path) -> None:
-    """Copy each node's `*.log` into `logs/<node>/` of the run."""
-    for log in sorted(nodes_dir.glob("*/*.log")):
+    """Copy each node's logs (`*.log`, and a rolled `*.log.1`) into `logs/<node>/` of
+    the run."""
+    for log in sorted([*nodes_dir.glob("*/*.log"), *nodes_dir.glob("*/*.log.1")]):
         dest = run_dir / "logs" / log.parent.name
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy2(log, dest / log.name)
