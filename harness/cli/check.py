@@ -147,9 +147,27 @@ def _summary(history: Path, result: dict[str, Any]) -> str:
 
 
 @click.command("checker")
-@click.option("--ops", type=click.IntRange(min=1000), default=1_000_000, show_default=True)
-@click.option("--ledgers", type=click.IntRange(min=1), default=50, show_default=True)
-@click.option("--reads", type=click.FloatRange(0, 1), default=0.01, show_default=True)
+@click.option(
+    "--ops",
+    type=click.IntRange(min=1000),
+    default=1_000_000,
+    show_default=True,
+    help="Ops in the history.",
+)
+@click.option(
+    "--ledgers",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Ledgers it writes.",
+)
+@click.option(
+    "--reads",
+    type=click.FloatRange(0, 1),
+    default=0.01,
+    show_default=True,
+    help="Share of ops that are reads (0 to 1).",
+)
 @click.option("--repeat", type=click.IntRange(min=1), default=2, show_default=True,
               help="Runs of each measurement; the fastest counts.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")

@@ -49,8 +49,20 @@ def cluster() -> None:
 
 
 @cluster.command()
-@click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True)
-@click.option("--bookies", type=click.IntRange(min=1, max=32), default=3, show_default=True)
+@click.option(
+    "--runtime",
+    type=click.Choice(RUNTIMES),
+    default="docker",
+    show_default=True,
+    help="Where the nodes run: containers, processes on loopback, or ssh hosts.",
+)
+@click.option(
+    "--bookies",
+    type=click.IntRange(min=1, max=32),
+    default=3,
+    show_default=True,
+    help="Bookies (b1…).",
+)
 @click.option(
     "--clients",
     type=click.IntRange(min=0, max=32),
@@ -115,7 +127,7 @@ def _load(state_dir: Path) -> Cluster:
 
 
 @cluster.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the state as JSON.")
 @dir_option
 def status(as_json: bool, state_dir: Path) -> int:
     """Show each node's pid, liveness and registration (exit 1 if any is down)."""

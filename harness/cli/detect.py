@@ -42,7 +42,7 @@ def _bugs(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, 
     show_default=True,
     help="Seconds of workload per run (each run adds ~15 s to start and check).",
 )
-@click.option("--store", default="store", show_default=True)
+@click.option("--store", default="store", show_default=True, help="Directory the runs go to.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_detect(
     runs: int, bug_names: tuple[str, ...], time_limit: float, store: str, as_json: bool

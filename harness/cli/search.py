@@ -50,7 +50,13 @@ def parse_budget(text: str) -> float:
 
 
 @click.command()
-@click.option("--runtime", type=click.Choice(["sim"]), default="sim", show_default=True)
+@click.option(
+    "--runtime",
+    type=click.Choice(["sim"]),
+    default="sim",
+    show_default=True,
+    help="Where tests run: the deterministic simulation only.",
+)
 @click.option(
     "--workload",
     type=click.Choice(WORKLOADS),
@@ -122,7 +128,9 @@ def parse_budget(text: str) -> float:
     show_default=True,
     help="Most simulated runs, drawn and shrinking alike (a machine-independent bound).",
 )
-@click.option("--max-faults", type=int, default=3, show_default=True)
+@click.option(
+    "--max-faults", type=int, default=3, show_default=True, help="Most faults in one test."
+)
 @click.option(
     "--max-time",
     type=click.FloatRange(0.5, 3600),
@@ -145,7 +153,13 @@ def parse_budget(text: str) -> float:
     show_default=True,
     help="corpus strategy: let tests turn on the simulation's perturbation points.",
 )
-@click.option("--store", type=click.Path(path_type=Path), default=Path("store"), show_default=True)
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path),
+    default=Path("store"),
+    show_default=True,
+    help="Directory the minimal failing run goes to.",
+)
 @click.option(
     "--replay",
     type=click.Path(path_type=Path, dir_okay=False),

@@ -67,7 +67,13 @@ pipeline_option = click.option(
 
 @click.command()
 @click.option("--name", default=None, help="Test name in the store (default: the workload).")
-@click.option("--workload", type=click.Choice(WORKLOADS), default="ledger", show_default=True)
+@click.option(
+    "--workload",
+    type=click.Choice(WORKLOADS),
+    default="ledger",
+    show_default=True,
+    help="What the clients do: append, tail, recover or take over ledgers or streams.",
+)
 @click.option(
     "--nemesis",
     default="",
