@@ -1,8 +1,8 @@
 """The store: one directory per run, `store/<test>/<timestamp>/`, with `latest` links.
 
-A run directory holds `test.json`, `history.jsonl`, `results.json`, `report.html`,
-`logs/<node>/…` and `bkchaos.log`. `store/latest` and `store/<test>/latest` point at the
-newest run so people (and `bkchaos check store/latest`) find it without looking;
+A run directory holds `run.json`, `test.json`, `history.jsonl`, `results.json`,
+`report.html`, `logs/<node>/…` and `bkchaos.log`. `store/latest` and `store/<test>/latest`
+point at the newest run so people (and `bkchaos check store/latest`) find it without looking;
 `store/current` at the run going on (the newest, if several share the store).
 """
 
@@ -17,6 +17,10 @@ from pathlib import Path
 
 from harness.errors import UserError
 
+RUN_RECORD = "run.json"
+"""In every run directory from its start: the controller that owns the run
+(harness.runtime.ownership.controller_id), its runtime and the run id its nodes carry;
+`bkchaos gc` reads it to tell a stale `current` link."""
 RESERVED_NAMES = frozenset({"latest", "current", "nightly", "trends"})
 """Names the store uses itself: a test named so would clobber its links or pages."""
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.+-]+")

@@ -103,7 +103,13 @@ def up(
     elif runtime == "ssh":
         from harness.runtime.ssh import SshCluster
 
-        started = SshCluster(state_dir.resolve(), inventory=inventory, zk_count=zookeepers, **sizes)
+        started = SshCluster(
+            state_dir.resolve(),
+            inventory=inventory,
+            zk_count=zookeepers,
+            owner=DETACHED,
+            **sizes,
+        )
     else:
         started = LocalCluster(state_dir.resolve(), **sizes, detached=True)
     started.up()

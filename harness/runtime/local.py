@@ -447,6 +447,15 @@ class LocalCluster:
             raise UserError(
                 f"cannot read {path}: {exc}; remove the directory and start again"
             ) from exc
+        if "run_id" not in state:  # written before nodes carried their run id
+            pids = [n.get("pid") for n in [*state["bookies"], *state.get("agents", [])]]
+            pids = [pid for pid in [state.get("zk_pid"), *pids] if pid]
+            raise UserError(
+                f"{path} was written by an older bkchaos: it records no run id, so its pids "
+                f"({', '.join(map(str, pids)) or 'none'}) cannot be told from pids reused "
+                "since; check them with `ps -o pid,args -p PID`, stop the ones that are "
+                f"ZooKeeper, bookies or agents, then remove {state_dir}"
+            )
         state["state_dir"] = Path(state["state_dir"])
         state["bookies"] = [BookieNode(**b) for b in state["bookies"]]
         state["agents"] = [AgentNode(**a) for a in state.get("agents", [])]

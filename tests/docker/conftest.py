@@ -15,7 +15,7 @@ import pytest
 
 from bookie_image.image.build import BASE_REPO, base_key, build_image, project_root, source_files
 from harness.errors import UserError
-from harness.runtime.docker import RUN_LABEL, docker_client, gc
+from harness.runtime.docker import RUN_LABEL, docker_client, remove_run
 from tests.helpers.docker import HOSTS
 
 
@@ -108,4 +108,4 @@ def inventory(
         )
         yield path
     finally:
-        gc(client, run_id)
+        remove_run(client, run_id)
