@@ -33,6 +33,13 @@ inventory_option = click.option(
     help="ssh: the TOML file naming the hosts (see docs/runtimes.md).",
 )
 
+ssh_accept_new_option = click.option(
+    "--ssh-accept-new",
+    is_flag=True,
+    help="ssh: record the key of a host not yet in known_hosts instead of refusing it "
+    '(as host_keys = "accept-new" in the inventory); a changed key is always refused.',
+)
+
 zk_option = click.option(
     "--zk",
     "zookeepers",
@@ -74,6 +81,7 @@ def cluster() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the endpoints as JSON.")
 @click.option("--image", default="", help="docker: run this image instead of the tree's own.")
 @inventory_option
+@ssh_accept_new_option
 @dir_option
 def up(
     runtime: str,
@@ -83,6 +91,7 @@ def up(
     as_json: bool,
     image: str,
     inventory: str,
+    ssh_accept_new: bool,
     state_dir: Path,
 ) -> None:
     """Start ZooKeeper, BOOKIES bookies and CLIENTS agents, print their endpoints, return."""
@@ -90,6 +99,8 @@ def up(
     sizes = {"bookie_count": bookies, "client_count": clients}
     if (runtime == "ssh") != bool(inventory):
         raise UserError("--runtime ssh needs --inventory FILE (its hosts), and only it takes one")
+    if ssh_accept_new and runtime != "ssh":
+        raise UserError("--ssh-accept-new is for --runtime ssh only")
     if zookeepers != 1 and runtime == "local":
         raise UserError("--zk: the local runtime runs one ZooKeeper; use --runtime docker or ssh")
     if runtime == "docker":
@@ -106,6 +117,7 @@ def up(
         started = SshCluster(
             state_dir.resolve(),
             inventory=inventory,
+            accept_new=ssh_accept_new,
             zk_count=zookeepers,
             owner=DETACHED,
             **sizes,

@@ -13,7 +13,7 @@ from rich.live import Live
 
 from core.verdict import reasons
 from harness.cli import verbosity
-from harness.cli.cluster import inventory_option, zk_option
+from harness.cli.cluster import inventory_option, ssh_accept_new_option, zk_option
 from harness.errors import UserError
 from harness.progress import plain_progress, progress_line
 from harness.runner import exit_code, run_test
@@ -209,6 +209,7 @@ pipeline_option = click.option(
     "deterministic simulation (docs/runtimes.md).",
 )
 @inventory_option
+@ssh_accept_new_option
 @click.option(
     "--store", default="store", show_default=True, help="Directory the run directories go to."
 )

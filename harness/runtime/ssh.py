@@ -169,9 +169,10 @@ def host_key_policy(host: SshHost) -> paramiko.MissingHostKeyPolicy:
     return paramiko.RejectPolicy()
 
 
-def read_inventory(path: str | Path) -> list[SshHost]:
+def read_inventory(path: str | Path, accept_new: bool = False) -> list[SshHost]:
     """The hosts of an inventory file (see the module docstring), or a UserError that
-    says what is wrong with it."""
+    says what is wrong with it. `accept_new` (`--ssh-accept-new`) sets every host's
+    host_keys to "accept-new", whatever the file says."""
     try:
         data = tomllib.loads(Path(path).read_text())
     except OSError as exc:
@@ -193,6 +194,7 @@ def read_inventory(path: str | Path) -> list[SshHost]:
                 f"{', '.join(HOST_FIELDS[1:])} (got {got})"
             )
         host = SshHost(**{**defaults, **entry})
+        host.host_keys = "accept-new" if accept_new else host.host_keys
         _check_host(host, f"host #{i} of the inventory {path}")
         host.key = str(Path(host.key).expanduser()) if host.key else ""
         hosts.append(host)
@@ -206,6 +208,9 @@ class SshCluster(SupervisedCluster):
     inventory: str = ""
     hosts: list[SshHost] = field(default_factory=list)
     """The host of each node, in `nodes` order (assigned by `up`)."""
+    accept_new: bool = False
+    """Record the key of a host not yet in known_hosts instead of refusing it
+    (`--ssh-accept-new`: OpenSSH's StrictHostKeyChecking=accept-new for every host)."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
     owner: str = ""
     """The controller that owns the run (ownership.controller_id, set on `up`), or
@@ -223,7 +228,7 @@ class SshCluster(SupervisedCluster):
         """Install, reset and start every node; return once ZooKeeper serves, every
         bookie is registered and every agent answers. On any failure, every node is
         stopped and reset again."""
-        available = read_inventory(self.inventory)
+        available = read_inventory(self.inventory, self.accept_new)
         roles = self.zk_names()
         needed = self.zk_count + self.bookie_count + self.client_count
         if len(available) < needed:
