@@ -121,8 +121,8 @@ def _namespace_pids(namespace: str) -> dict[int, int] | None:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or _pid_namespace(entry.name) != namespace:
             continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            status = (entry / "status").read_text()
+        with contextlib.suppress(OSError, ValueError, IndexError, StopIteration):
+            status = (entry / "status").read_text()  # NSpid: Linux 4.1 and later
             inner = next(line for line in status.splitlines() if line.startswith("NSpid:"))
             started = process_start(int(entry.name))
             if started is not None:
