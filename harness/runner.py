@@ -28,7 +28,14 @@ from harness.report import try_write_report
 from harness.runtime import make_cluster
 from harness.runtime.local import LocalCluster
 from harness.runtime.ownership import controller_id
-from harness.store import collect_logs, link_current, link_latest, new_run_dir, unlink_current
+from harness.store import (
+    RUN_RECORD,
+    collect_logs,
+    link_current,
+    link_latest,
+    new_run_dir,
+    unlink_current,
+)
 from harness.testspec import TestSpec, parsed_grudge
 from nemesis.base import Composed, FaultNotProven
 from nemesis.clock import ClockNemesis
@@ -173,7 +180,7 @@ def _run_cluster(
     (run_dir / "test.json").write_text(spec.to_json())
     nodes_dir = run_dir / "nodes"
     cluster = make_cluster(spec, nodes_dir)
-    _record_owner(run_dir, spec.runtime, cluster)
+    _record_owner(run_dir, spec.runtime, cluster.run_id)
     history_path = run_dir / "history.jsonl"
     counters = RunCounters()
     interrupted = False
@@ -213,11 +220,12 @@ def _run_cluster(
     return results
 
 
-def _record_owner(run_dir: Path, runtime: str, cluster: Any) -> None:
-    """`run.json`: the run id every node of the run carries and the controller owning it
-    (harness/runtime/ownership.py), so `bkchaos gc` can be pointed at a run in the store."""
-    record = {"run_id": getattr(cluster, "run_id", None), "runtime": runtime}
-    (run_dir / "run.json").write_text(json.dumps({**record, "owner": controller_id()}) + "\n")
+def _record_owner(run_dir: Path, runtime: str, run_id: str | None) -> None:
+    """RUN_RECORD: the run id every node of the run carries (none on the sim runtime) and
+    the controller owning the run (harness/runtime/ownership.py): `bkchaos gc` reads it
+    to tell whether the store's `current` link outlived its run."""
+    record = {"run_id": run_id, "runtime": runtime, "owner": controller_id()}
+    (run_dir / RUN_RECORD).write_text(json.dumps(record) + "\n")
 
 
 def _run_simulated(
@@ -228,6 +236,7 @@ def _run_simulated(
     run's are (results.json, report, `latest`)."""
     from harness.runtime.sim import SimSpec, run_sim
 
+    _record_owner(run_dir, spec.runtime, None)
     sim = SimSpec.of(spec)
     pool = tuple(spec.client_names() if spec.targets == "client" else spec.bookie_names())
     workload = make_workload(spec)

@@ -1,8 +1,8 @@
 """The store: one directory per run, `store/<test>/<timestamp>/`, with `latest` links.
 
-A run directory holds `test.json`, `history.jsonl`, `results.json`, `report.html`,
-`logs/<node>/…` and `bkchaos.log`. `store/latest` and `store/<test>/latest` point at the
-newest run so people (and `bkchaos check store/latest`) find it without looking;
+A run directory holds `run.json`, `test.json`, `history.jsonl`, `results.json`,
+`report.html`, `logs/<node>/…` and `bkchaos.log`. `store/latest` and `store/<test>/latest`
+point at the newest run so people (and `bkchaos check store/latest`) find it without looking;
 `store/current` at the run going on (the newest, if several share the store).
 """
 
@@ -17,6 +17,10 @@ from pathlib import Path
 
 from harness.errors import UserError
 
+RUN_RECORD = "run.json"
+"""In every run directory from its start: the controller that owns the run
+(harness.runtime.ownership.controller_id), its runtime and the run id its nodes carry;
+`bkchaos gc` reads it to tell a stale `current` link."""
 RESERVED_NAMES = frozenset({"latest", "current", "nightly", "trends", "farm"})
 """Names the store uses itself: a test named so would clobber its links or pages."""
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.+-]+")
@@ -89,8 +93,9 @@ def link_latest(run_dir: Path) -> None:
 
 
 def collect_logs(nodes_dir: Path, run_dir: Path) -> None:
-    """Copy each node's `*.log` into `logs/<node>/` of the run."""
-    for log in sorted(nodes_dir.glob("*/*.log")):
+    """Copy each node's logs (`*.log`, and a rolled `*.log.1`) into `logs/<node>/` of
+    the run."""
+    for log in sorted([*nodes_dir.glob("*/*.log"), *nodes_dir.glob("*/*.log.1")]):
         dest = run_dir / "logs" / log.parent.name
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy2(log, dest / log.name)

@@ -114,6 +114,8 @@ class TestSpec:
     store: str = "store"
     inventory: str = ""
     """The ssh runtime's inventory file (harness.runtime.ssh): the hosts to run on."""
+    ssh_accept_new: bool = False
+    """ssh: record unknown host keys instead of refusing them (OpenSSH's accept-new)."""
     schedule: tuple[dict[str, Any], ...] = ()
     """Explicit fault steps replayed as given instead of the seeded FaultCycle."""
     argv: tuple[str, ...] = field(default=(), compare=False)
@@ -200,6 +202,8 @@ class TestSpec:
             raise UserError(
                 "the ssh runtime needs --inventory FILE (its hosts), and only it takes one"
             )
+        if self.ssh_accept_new and self.runtime != "ssh":
+            raise UserError("--ssh-accept-new is for --runtime ssh only")
         if not 1 <= self.ack_quorum <= self.write_quorum <= self.ensemble:
             raise UserError(
                 f"need 1 <= AQ <= WQ <= E, got E={self.ensemble} WQ={self.write_quorum} "

@@ -99,11 +99,13 @@ def _summary(report: dict[str, Any]) -> str:
 
 
 @click.command("analyze")
-@click.option("--runs", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option(
+    "--runs", type=click.IntRange(min=1), default=100, show_default=True, help="Runs to generate."
+)
 @click.option(
     "--ops", type=click.IntRange(min=100), default=100_000, show_default=True, help="Ops per run."
 )
-@click.option("--master", default="local[*]", show_default=True)
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_analyze(runs: int, ops: int, master: str, as_json: bool) -> None:
     """Spark analysis vs the Python checker on a synthetic store (runs × ops ops)."""

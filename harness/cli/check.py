@@ -147,9 +147,12 @@ def _summary(history: Path, result: dict[str, Any]) -> str:
 
 
 @click.command("checker")
-@click.option("--ops", type=click.IntRange(min=1000), default=1_000_000, show_default=True)
-@click.option("--ledgers", type=click.IntRange(min=1), default=50, show_default=True)
-@click.option("--reads", type=click.FloatRange(0, 1), default=0.01, show_default=True)
+@click.option("--ops", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
+              help="Ops in the history.")  # fmt: skip
+@click.option("--ledgers", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Ledgers it writes.")  # fmt: skip
+@click.option("--reads", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+              help="Share of ops that are reads (0 to 1).")  # fmt: skip
 @click.option("--epoch-ops", type=click.IntRange(min=0), default=0, show_default=True,
               help="Write the history as epochs of this many ops, fresh ledgers each "
               "(a soak's shape, which the check streams through); 0: one epoch.")  # fmt: skip

@@ -33,6 +33,13 @@ inventory_option = click.option(
     help="ssh: the TOML file naming the hosts (see docs/runtimes.md).",
 )
 
+ssh_accept_new_option = click.option(
+    "--ssh-accept-new",
+    is_flag=True,
+    help="ssh: record the key of a host not yet in known_hosts instead of refusing it "
+    '(as host_keys = "accept-new" in the inventory); a changed key is always refused.',
+)
+
 zk_option = click.option(
     "--zk",
     "zookeepers",
@@ -49,8 +56,20 @@ def cluster() -> None:
 
 
 @cluster.command()
-@click.option("--runtime", type=click.Choice(RUNTIMES), default="docker", show_default=True)
-@click.option("--bookies", type=click.IntRange(min=1, max=32), default=3, show_default=True)
+@click.option(
+    "--runtime",
+    type=click.Choice(RUNTIMES),
+    default="docker",
+    show_default=True,
+    help="Where the nodes run: containers, processes on loopback, or ssh hosts.",
+)
+@click.option(
+    "--bookies",
+    type=click.IntRange(min=1, max=32),
+    default=3,
+    show_default=True,
+    help="Bookies (b1…).",
+)
 @click.option(
     "--clients",
     type=click.IntRange(min=0, max=32),
@@ -62,6 +81,7 @@ def cluster() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the endpoints as JSON.")
 @click.option("--image", default="", help="docker: run this image instead of the tree's own.")
 @inventory_option
+@ssh_accept_new_option
 @dir_option
 def up(
     runtime: str,
@@ -71,6 +91,7 @@ def up(
     as_json: bool,
     image: str,
     inventory: str,
+    ssh_accept_new: bool,
     state_dir: Path,
 ) -> None:
     """Start ZooKeeper, BOOKIES bookies and CLIENTS agents, print their endpoints, return."""
@@ -78,6 +99,8 @@ def up(
     sizes = {"bookie_count": bookies, "client_count": clients}
     if (runtime == "ssh") != bool(inventory):
         raise UserError("--runtime ssh needs --inventory FILE (its hosts), and only it takes one")
+    if ssh_accept_new and runtime != "ssh":
+        raise UserError("--ssh-accept-new is for --runtime ssh only")
     if zookeepers != 1 and runtime == "local":
         raise UserError("--zk: the local runtime runs one ZooKeeper; use --runtime docker or ssh")
     if runtime == "docker":
@@ -91,7 +114,14 @@ def up(
     elif runtime == "ssh":
         from harness.runtime.ssh import SshCluster
 
-        started = SshCluster(state_dir.resolve(), inventory=inventory, zk_count=zookeepers, **sizes)
+        started = SshCluster(
+            state_dir.resolve(),
+            inventory=inventory,
+            accept_new=ssh_accept_new,
+            zk_count=zookeepers,
+            owner=DETACHED,
+            **sizes,
+        )
     else:
         started = LocalCluster(state_dir.resolve(), **sizes, detached=True)
     started.up()
@@ -115,7 +145,7 @@ def _load(state_dir: Path) -> Cluster:
 
 
 @cluster.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the state as JSON.")
 @dir_option
 def status(as_json: bool, state_dir: Path) -> int:
     """Show each node's pid, liveness and registration (exit 1 if any is down)."""

@@ -47,13 +47,20 @@ async def _drive(cluster: LocalCluster, entries: int) -> tuple[int, list[int]]:
 
 
 @click.command()
-@click.option("--entries", type=click.IntRange(min=2, max=100_000), default=200, show_default=True)
+@click.option(
+    "--entries",
+    type=click.IntRange(min=2, max=100_000),
+    default=200,
+    show_default=True,
+    help="Entries the demo appends.",
+)
 @click.option(
     "--dir",
     "state_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path(".bkchaos/demo"),
     show_default=True,
+    help="Directory for the demo cluster's state, data and logs.",
 )
 def demo(entries: int, state_dir: Path) -> int:
     """Start a local cluster, write and read back a ledger across a bookie crash, stop."""

@@ -49,7 +49,7 @@ def _bugs(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, 
     help="Run every exposing test here (default: each on its own, local or docker). "
     "Bugs whose faults this runtime cannot perform are left out, and named.",
 )
-@click.option("--store", default="store", show_default=True)
+@click.option("--store", default="store", show_default=True, help="Directory the runs go to.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_detect(
     runs: int,

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.status import Status
 
 from bookie_image.image.build import BuildResult, ImageBuildError, QuietProgress, build_image
+from harness.cli import verbosity
 from harness.errors import UserError
 
 
@@ -37,12 +38,12 @@ class RichProgress:
         self.console.print(f"  {step:20} {how} {seconds:7.1f}s")
 
 
-def build_with_progress(quiet: bool = False) -> BuildResult:
-    """Build (or reuse) the image, showing progress on stderr unless `quiet`."""
+def build_with_progress() -> BuildResult:
+    """Build (or reuse) the image, showing progress on stderr unless -q."""
     from harness.runtime.docker import docker_client
 
     console = Console(stderr=True)
-    progress = QuietProgress() if quiet else RichProgress(console)
+    progress = QuietProgress() if verbosity().quiet else RichProgress(console)
     try:
         return build_image(docker_client(timeout=900), progress)
     except ImageBuildError as exc:

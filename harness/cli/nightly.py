@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from harness.cli import verbosity
 from harness.nightly import (
     final_exit_code,
     load_matrix,
@@ -52,10 +53,12 @@ def nightly(
     store_dir = Path(store or loaded.store)
     day = night.date() if night is not None else dt.date.today()
     console = Console(stderr=True, soft_wrap=True)  # paths stay whole for scripts
-    console.print(
-        f"[bold]nightly {day}[/]: {len(loaded.cells)} cells, budget "
-        f"{budget_s or loaded.budget_s:g}s, {loaded.run_length_s:g}s per run, store {store_dir}"
-    )
+    if not verbosity().quiet:  # -q: each run's verdict only
+        console.print(
+            f"[bold]nightly {day}[/]: {len(loaded.cells)} cells, budget "
+            f"{budget_s or loaded.budget_s:g}s, {loaded.run_length_s:g}s per run, "
+            f"store {store_dir}"
+        )
 
     def show(run: dict[str, Any]) -> None:
         colour = COLOURS[run["verdict"]]

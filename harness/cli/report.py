@@ -18,7 +18,13 @@ def report(run_dir: Path) -> None:
 
 @click.command("serve")
 @click.argument("store", type=click.Path(path_type=Path), default="store")
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    help="TCP port to serve on (0: any free one).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 def serve(store: Path, port: int, host: str) -> None:
     """Browse STORE: runs newest first with verdicts and filters, reports, trend pages."""

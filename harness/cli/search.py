@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bookie_image import bugs as seeded_bugs
+from harness.cli import verbosity
 from harness.errors import UserError
 from harness.testspec import WORKLOADS
 from nemesis.kinds import SIM_NEMESES
@@ -49,7 +50,13 @@ def parse_budget(text: str) -> float:
 
 
 @click.command()
-@click.option("--runtime", type=click.Choice(["sim"]), default="sim", show_default=True)
+@click.option(
+    "--runtime",
+    type=click.Choice(["sim"]),
+    default="sim",
+    show_default=True,
+    help="Where tests run: the deterministic simulation only.",
+)
 @click.option(
     "--workload",
     type=click.Choice(WORKLOADS),
@@ -121,7 +128,9 @@ def parse_budget(text: str) -> float:
     show_default=True,
     help="Most simulated runs, drawn and shrinking alike (a machine-independent bound).",
 )
-@click.option("--max-faults", type=int, default=3, show_default=True)
+@click.option(
+    "--max-faults", type=int, default=3, show_default=True, help="Most faults in one test."
+)
 @click.option(
     "--max-triggered",
     type=click.IntRange(min=0),
@@ -153,7 +162,13 @@ def parse_budget(text: str) -> float:
     show_default=True,
     help="corpus strategy: let tests turn on the simulation's perturbation points.",
 )
-@click.option("--store", type=click.Path(path_type=Path), default=Path("store"), show_default=True)
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path),
+    default=Path("store"),
+    show_default=True,
+    help="Directory the minimal failing run goes to.",
+)
 @click.option(
     "--replay",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -219,6 +234,8 @@ def search(
         writer_crashes=writer_crashes,
     )
 
+    shown_quiet = as_json or verbosity().quiet  # -q: no progress lines, the outcome only
+
     def progress(spec: SimSpec, results: dict[str, Any]) -> None:
         click.echo(f"{_test_line(spec, results)}", err=True)
 
@@ -237,7 +254,7 @@ def search(
             budget_s,
             search_seed=seed,
             max_examples=max_examples,
-            on_example=None if as_json else _coverage_progress(),
+            on_example=None if shown_quiet else _coverage_progress(),
         )
     else:
         outcome = run_search(
@@ -249,7 +266,7 @@ def search(
             search_seed=seed,
             kinds=kinds,
             draw=draw,
-            on_example=None if as_json else progress,
+            on_example=None if shown_quiet else progress,
             max_triggered=max_triggered,
         )
     summary: dict[str, Any] = {

@@ -19,7 +19,7 @@ from harness.errors import UserError
     show_default=True,
     help="Comma-separated offered op rates (ops per simulated second), one run each.",
 )
-@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the simulation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_sim(seconds: float, rates: str, seed: int, as_json: bool) -> None:
     """Simulated seconds per real second for a small cluster, per offered op rate."""

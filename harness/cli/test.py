@@ -13,7 +13,7 @@ from rich.live import Live
 
 from core.verdict import reasons
 from harness.cli import verbosity
-from harness.cli.cluster import inventory_option, zk_option
+from harness.cli.cluster import inventory_option, ssh_accept_new_option, zk_option
 from harness.errors import UserError
 from harness.progress import plain_progress, progress_line
 from harness.runner import exit_code, run_test
@@ -71,7 +71,13 @@ pipeline_option = click.option(
 
 @click.command()
 @click.option("--name", default=None, help="Test name in the store (default: the workload).")
-@click.option("--workload", type=click.Choice(WORKLOADS), default="ledger", show_default=True)
+@click.option(
+    "--workload",
+    type=click.Choice(WORKLOADS),
+    default="ledger",
+    show_default=True,
+    help="What the clients do: append, tail, recover or take over ledgers or streams.",
+)
 @click.option(
     "--nemesis",
     default="",
@@ -224,6 +230,7 @@ pipeline_option = click.option(
     "deterministic simulation (docs/runtimes.md).",
 )
 @inventory_option
+@ssh_accept_new_option
 @click.option(
     "--store", default="store", show_default=True, help="Directory the run directories go to."
 )
@@ -274,10 +281,11 @@ def run_shown(console: Console, spec: TestSpec) -> tuple[Path, dict]:
     """Run one test with progress on `console` — a live line on a terminal, plain
     timestamped lines every few seconds elsewhere, none with -q — then its summary."""
     shown = verbosity()
-    console.print(
-        f"[bold]{spec.name}[/] seed {spec.seed}: {spec.workload} workload, "
-        f"nemesis {','.join(spec.nemesis) or 'none'}, {spec.time_limit:.0f}s"
-    )
+    if not shown.quiet:
+        console.print(
+            f"[bold]{spec.name}[/] seed {spec.seed}: {spec.workload} workload, "
+            f"nemesis {','.join(spec.nemesis) or 'none'}, {spec.time_limit:.0f}s"
+        )
     if shown.quiet:
         run_dir, results = run_test(spec, None)
     elif console.is_terminal:

@@ -144,10 +144,22 @@ test_all.params.extend(p for p in test_cli.test.params if p.name not in SHARED_W
     show_default=True,
     help="Comma-separated worker counts, one run each.",
 )
-@click.option("--seconds", type=float, default=15.0, show_default=True, help="Run length each.")
-@click.option("--workload", type=click.Choice(WORKLOADS), default="ledger", show_default=True)
 @click.option(
-    "--runtime", type=click.Choice(["docker", "local"]), default="docker", show_default=True
+    "--seconds", type=float, default=15.0, show_default=True, help="Seconds each run lasts."
+)
+@click.option(
+    "--workload",
+    type=click.Choice(WORKLOADS),
+    default="ledger",
+    show_default=True,
+    help="The workload measured.",
+)
+@click.option(
+    "--runtime",
+    type=click.Choice(["docker", "local"]),
+    default="docker",
+    show_default=True,
+    help="Where the cluster runs.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_harness(workers: str, seconds: float, workload: str, runtime: str, as_json: bool) -> None:

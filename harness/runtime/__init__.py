@@ -40,7 +40,9 @@ def make_cluster(spec: TestSpec, nodes_dir: Path) -> LocalCluster | SupervisedCl
     if spec.runtime == "ssh":
         from harness.runtime.ssh import SshCluster
 
-        return SshCluster(nodes_dir, **supervised, inventory=spec.inventory)
+        return SshCluster(
+            nodes_dir, **supervised, inventory=spec.inventory, accept_new=spec.ssh_accept_new
+        )
     from harness.runtime.docker import DockerCluster  # the docker SDK only when needed
 
     return DockerCluster(nodes_dir, **supervised)

@@ -119,10 +119,10 @@ def run_owners(client: docker.DockerClient) -> dict[str, str]:
     return owners
 
 
-def gc(client: docker.DockerClient, run_id: str | None = None) -> dict[str, int]:
-    """Remove every container, network and volume labelled with `run_id` (any run if None);
-    returns how many of each were removed."""
-    label = {"label": RUN_LABEL if run_id is None else f"{RUN_LABEL}={run_id}"}
+def remove_run(client: docker.DockerClient, run_id: str) -> dict[str, int]:
+    """Remove every container, network and volume labelled with `run_id`; returns how
+    many of each were removed."""
+    label = {"label": f"{RUN_LABEL}={run_id}"}
     removed = {"containers": 0, "networks": 0, "volumes": 0}
     for container in client.containers.list(all=True, filters=label):
         with contextlib.suppress(docker.errors.NotFound):
@@ -334,7 +334,7 @@ class DockerCluster(SupervisedCluster):
         with signals_deferred():
             with contextlib.suppress(docker.errors.DockerException, OSError):
                 self.collect_logs(self.state_dir)
-            gc(self.client, self.run_id)
+            remove_run(self.client, self.run_id)
 
     # ---- reaching a node ----------------------------------------------------------------
 

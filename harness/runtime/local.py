@@ -386,17 +386,14 @@ class LocalCluster:
         os.kill(node.pid, sig)
 
     def down(self) -> None:
-        """Stop every process this cluster started; leaves no process behind. A recorded
-        pid that no longer carries the run id (the node died, the pid was reused) is not
-        signalled; a node process whose pid was never recorded is found by its run id."""
+        """Stop every process this cluster started, found by the run id it carries (so a
+        recorded pid the kernel reused is never signalled, and a node whose pid was never
+        recorded is not missed): agents and bookies at once, ZooKeeper once they are gone.
+        Then the watchdog, which finds nothing left to stop."""
+        stop_run(self.run_id, last=frozenset({self.zk_pid} if self.zk_pid else ()))
         for node in [*self.agents, *self.bookies]:
-            if self._ours(node.pid):
-                stop_pid(node.pid)  # type: ignore[arg-type]
             node.pid = None
-        if self._ours(self.zk_pid):
-            stop_pid(self.zk_pid)  # type: ignore[arg-type]
         self.zk_pid = None
-        stop_run(self.run_id)
         self._stop_watchdog()
         self._unmount_small_disks()
         if self.state_dir.exists():
@@ -477,6 +474,15 @@ class LocalCluster:
             raise UserError(
                 f"cannot read {path}: {exc}; remove the directory and start again"
             ) from exc
+        if "run_id" not in state:  # written before nodes carried their run id
+            pids = [n.get("pid") for n in [*state["bookies"], *state.get("agents", [])]]
+            pids = [pid for pid in [state.get("zk_pid"), *pids] if pid]
+            raise UserError(
+                f"{path} was written by an older bkchaos: it records no run id, so its pids "
+                f"({', '.join(map(str, pids)) or 'none'}) cannot be told from pids reused "
+                "since; check them with `ps -o pid,args -p PID`, stop the ones that are "
+                f"ZooKeeper, bookies or agents, then remove {state_dir}"
+            )
         state["state_dir"] = Path(state["state_dir"])
         state["bookies"] = [BookieNode(**b) for b in state["bookies"]]
         state["agents"] = [AgentNode(**a) for a in state.get("agents", [])]

@@ -17,11 +17,13 @@ per host:
 `up()` installs the project on each host from a bundle built here offline (the node's
 wheels and the unpacked project, `bookie_image.image.build.node_bundle`) into
 /opt/bkchaos — the image's layout, so the same commands and nemeses work — unless the
-host already has that bundle; then it resets each node (stops a previous run's
-supervisor, deletes data, config and logs), writes the configs and starts the image's
-supervisor detached (`setsid`), which runs the node's process exactly as PID 1 does in a
-container. Commands run as root (a non-root user needs passwordless sudo). `down()`
-collects the logs into `state_dir/<node>/`, stops the supervisors and deletes the data.
+host already has that bundle; then it resets each node (refused while another run whose
+controller is not proven gone holds the host; stops a previous run's supervisor, deletes
+data, config and logs), marks the host as this run's (RUN_MARKER, read by `bkchaos gc`),
+writes the configs and starts the image's supervisor detached (`setsid`), which runs the
+node's process exactly as PID 1 does in a container. Commands run as root (a non-root user
+needs passwordless sudo). `down()` collects the logs into `state_dir/<node>/`, stops the
+supervisors and deletes the data on the hosts still marked as this run's.
 The controller reaches ZooKeeper and the agents at the hosts' addresses.
 """
 
@@ -35,15 +37,17 @@ import shlex
 import tarfile
 import threading
 import tomllib
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import paramiko
 
 from harness.errors import UserError
+from harness.runtime.ownership import controller_id, owner_state
 from harness.runtime.supervised import (
     AGENT_PORT,
     BOOKIE_PORT,
@@ -62,7 +66,27 @@ INSTALLED_MARK = f"{INSTALL_DIR}/.bundle"
 SUPERVISOR_DIR = "/run/bkchaos"  # the supervisor's default STATE_DIR
 CONNECT_TIMEOUT_S = 10.0
 COMMAND_TIMEOUT_S = 300.0
-TEARDOWN = f"""
+RUN_MARKER = f"{CONFIG_DIR}/run"
+"""`<run id> <owner>` of the run whose nodes a host runs (written by `up`, removed by
+the teardown): what `bkchaos gc` reads to find a run whose controller is gone."""
+MARKED_BY_OTHER_RUN = 3
+"""The teardown's exit code when the host now belongs to another run."""
+
+
+def teardown_script(run_id: str | None = None, then: str = "exit 0") -> str:
+    """Stop whatever a run left on the host (its supervisor stops its process gracefully;
+    a process whose supervisor was killed is killed by its group), delete the node's
+    state, then run `then`. With `run_id`, only if the host is not marked as another
+    run's (exit MARKED_BY_OTHER_RUN, touching nothing). Idempotent."""
+    guard = ""
+    if run_id is not None:
+        guard = (
+            f"marked=$(cut -d' ' -f1 {RUN_MARKER} 2>/dev/null)\n"
+            f'if [ -n "$marked" ] && [ "$marked" != {shlex.quote(run_id)} ]; then\n'
+            f'  echo "the host now runs $marked"; exit {MARKED_BY_OTHER_RUN}\n'
+            "fi\n"
+        )
+    return f"""{guard}
 pid=$(cat {SUPERVISOR_DIR}/supervisor.pid 2>/dev/null)
 if [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; then
   for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -71,13 +95,20 @@ fi
 child=$(cat {SUPERVISOR_DIR}/pid 2>/dev/null)
 [ -n "$child" ] && kill -KILL -- "-$child" 2>/dev/null
 rm -rf {SUPERVISOR_DIR} {DATA_DIR} {CONFIG_DIR} {LOG_DIR}
-exit 0
+{then}
 """
-"""Stop whatever a previous run left on the host (its supervisor stops its process
-gracefully; a process whose supervisor was killed is killed by its group) and delete the
-node's state. Idempotent."""
 
 
+READ_MARKER = (
+    f"cat {RUN_MARKER} 2>/dev/null || {{ test -s {SUPERVISOR_DIR}/supervisor.pid && echo; }}"
+)
+"""Prints the host's run marker; an empty line if a node runs there without one (started
+by an older bkchaos); nothing if the host runs no node."""
+UNMARKED = "unmarked"
+"""The run id `bkchaos gc` gives nodes that run without a marker."""
+
+
+T = TypeVar("T")
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 HOST_KEY_POLICIES = ("strict", "accept-new")
 HOST_FIELDS = ("host", "port", "user", "key", "known_hosts", "host_keys")
@@ -138,9 +169,10 @@ def host_key_policy(host: SshHost) -> paramiko.MissingHostKeyPolicy:
     return paramiko.RejectPolicy()
 
 
-def read_inventory(path: str | Path) -> list[SshHost]:
+def read_inventory(path: str | Path, accept_new: bool = False) -> list[SshHost]:
     """The hosts of an inventory file (see the module docstring), or a UserError that
-    says what is wrong with it."""
+    says what is wrong with it. `accept_new` (`--ssh-accept-new`) sets every host's
+    host_keys to "accept-new", whatever the file says."""
     try:
         data = tomllib.loads(Path(path).read_text())
     except OSError as exc:
@@ -162,6 +194,7 @@ def read_inventory(path: str | Path) -> list[SshHost]:
                 f"{', '.join(HOST_FIELDS[1:])} (got {got})"
             )
         host = SshHost(**{**defaults, **entry})
+        host.host_keys = "accept-new" if accept_new else host.host_keys
         _check_host(host, f"host #{i} of the inventory {path}")
         host.key = str(Path(host.key).expanduser()) if host.key else ""
         hosts.append(host)
@@ -175,6 +208,13 @@ class SshCluster(SupervisedCluster):
     inventory: str = ""
     hosts: list[SshHost] = field(default_factory=list)
     """The host of each node, in `nodes` order (assigned by `up`)."""
+    accept_new: bool = False
+    """Record the key of a host not yet in known_hosts instead of refusing it
+    (`--ssh-accept-new`: OpenSSH's StrictHostKeyChecking=accept-new for every host)."""
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
+    owner: str = ""
+    """The controller that owns the run (ownership.controller_id, set on `up`), or
+    DETACHED (`bkchaos cluster up`); with the run id in each host's RUN_MARKER."""
     _connections: dict[str, paramiko.SSHClient] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -188,7 +228,7 @@ class SshCluster(SupervisedCluster):
         """Install, reset and start every node; return once ZooKeeper serves, every
         bookie is registered and every agent answers. On any failure, every node is
         stopped and reset again."""
-        available = read_inventory(self.inventory)
+        available = read_inventory(self.inventory, self.accept_new)
         roles = self.zk_names()
         needed = self.zk_count + self.bookie_count + self.client_count
         if len(available) < needed:
@@ -197,6 +237,7 @@ class SshCluster(SupervisedCluster):
                 f"{self.client_count} clients need {needed} hosts, but the inventory "
                 f"{self.inventory} has {len(available)}; add hosts or ask for fewer nodes"
             )
+        self.owner = self.owner or controller_id()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.hosts = available[:needed]
         roles += [(f"b{i}", "bookie", BOOKIE_PORT) for i in range(1, self.bookie_count + 1)]
@@ -214,7 +255,8 @@ class SshCluster(SupervisedCluster):
             except ImageBuildError as exc:
                 raise UserError(str(exc)) from exc
             self._on_every_node(lambda node: self._install(node, bundle, key))
-            self._on_every_node(self._reset)
+            self._refuse_hosts_in_use()
+            self._on_every_node(self._claim)
             self._start_in_order(self._launch)
         except BaseException:
             self.down()
@@ -260,13 +302,33 @@ class SshCluster(SupervisedCluster):
         )
         self._check(node, ["sh", "-c", script])
 
-    def _reset(self, node: Node) -> None:
-        self._check(node, ["sh", "-c", TEARDOWN])
+    def _refuse_hosts_in_use(self) -> None:
+        """A host marked as another run's is taken over only once that run's controller
+        is proven gone; a live one, a detached cluster or an owner that cannot be told
+        from here keeps its hosts."""
+        runs, unreachable = self.host_runs(self.hosts)
+        for error in unreachable.values():
+            raise error
+        for run, (owner, hosts) in runs.items():
+            verdict = owner_state(owner)
+            if run != self.run_id and verdict.state != "gone":
+                raise UserError(
+                    f"{', '.join(map(str, hosts))} run the nodes of run {run} "
+                    f"({verdict.why}); stop that run, or reap it with `bkchaos gc --run {run} "
+                    f"--inventory {self.inventory}` if you know its controller is gone"
+                )
+
+    def _claim(self, node: Node) -> None:
+        """Reset the host (whatever a gone run left there) and mark it as this run's."""
+        marker = shlex.quote(f"{self.run_id} {self.owner}")
+        claim = f"mkdir -p {CONFIG_DIR} && echo {marker} > {RUN_MARKER}"
+        self._check(node, ["sh", "-c", teardown_script(then=claim)])
 
     def _reset_quietly(self, node: Node) -> None:
-        """`_reset`, skipping a host that cannot be reached (its next `up` resets it)."""
+        """Stop this run's node and delete its state, skipping a host that cannot be
+        reached (its next `up` resets it) or that another run took over meanwhile."""
         with contextlib.suppress(UserError):
-            self._reset(node)
+            self._check(node, ["sh", "-c", teardown_script(self.run_id)])
 
     def _launch(self, node: Node) -> None:
         """Write the node's config files and start its supervisor, detached."""
@@ -408,17 +470,50 @@ class SshCluster(SupervisedCluster):
             )
 
     @classmethod
-    def reset_inventory(cls, inventory: str) -> list[str]:
-        """Stop every supervisor and delete every node's state on all hosts of the
-        inventory (`bkchaos gc --inventory`: after a controller was SIGKILLed)."""
-        hosts = read_inventory(inventory)
+    def host_runs(
+        cls, hosts: list[SshHost]
+    ) -> tuple[dict[str, tuple[str, list[SshHost]]], dict[str, UserError]]:
+        """{run id: (owner, its hosts)} of the runs whose nodes run on `hosts`, read from
+        each host's RUN_MARKER (nodes running without a marker are run UNMARKED, owner
+        unknown), and {host: why} of the hosts that could not be reached."""
+
+        def read(cluster: SshCluster, node: Node) -> str | UserError:
+            try:
+                return cluster._run(node.name, ["sh", "-c", READ_MARKER])[1]
+            except UserError as exc:
+                return exc
+
+        runs: dict[str, tuple[str, list[SshHost]]] = {}
+        unreachable: dict[str, UserError] = {}
+        for host, marker in zip(hosts, cls._on_hosts(hosts, read), strict=True):
+            if isinstance(marker, UserError):
+                unreachable[str(host)] = marker
+            elif marker:
+                run, _, owner = marker.strip().partition(" ")
+                runs.setdefault(run or UNMARKED, (owner, []))[1].append(host)
+        return runs, unreachable
+
+    @classmethod
+    def reset_hosts(cls, hosts: list[SshHost], run_id: str | None = None) -> None:
+        """Stop the nodes on `hosts` and delete their state (`bkchaos gc`): every node
+        there, or with `run_id` only where the host is still that run's."""
+        script = teardown_script(None if run_id in (None, UNMARKED) else run_id)
+
+        def reset(cluster: SshCluster, node: Node) -> None:
+            cluster._exec(node.name, ["sh", "-c", script])
+
+        cls._on_hosts(hosts, reset)
+
+    @classmethod
+    def _on_hosts(cls, hosts: list[SshHost], action: Callable[[SshCluster, Node], T]) -> list[T]:
+        """`action` for a node on each host at once, through one throw-away cluster."""
         nodes = [Node(f"h{i}", "client", h.host, 0) for i, h in enumerate(hosts, 1)]
-        cleaner = cls(Path("."), inventory=inventory, hosts=hosts, nodes=nodes)
+        cluster = cls(Path("."), hosts=hosts, nodes=nodes)
         try:
-            cleaner._on_every_node(cleaner._reset)
+            with ThreadPoolExecutor(max_workers=max(1, min(8, len(nodes)))) as pool:
+                return list(pool.map(lambda node: action(cluster, node), nodes))
         finally:
-            cleaner.down_connections()
-        return [str(h) for h in hosts]
+            cluster.down_connections()
 
     def down_connections(self) -> None:
         for connection in self._connections.values():

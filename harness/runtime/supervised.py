@@ -32,8 +32,10 @@ from harness.runtime.base import STATE_FILE, save_state
 from harness.runtime.bookie_config import bookie_toml
 from harness.runtime.local import ZkPoller, _ZkSession, agent_answers, agent_command
 from harness.runtime.zookeeper import (
+    SERVER_LOG,
     ZOOKEEPER_JAR,
     is_serving,
+    log4j_properties,
     myid_command,
     server_command,
     zoo_cfg,
@@ -209,14 +211,17 @@ class SupervisedCluster:
         listen = bind_address(node.ip)
         if node.role == "zk":
             config, zookeepers = f"{CONFIG_DIR}/zoo.cfg", self.with_role("zk")
-            command = server_command("java", ZOOKEEPER_JAR, config)
+            log_config = f"{CONFIG_DIR}/log4j.properties"
+            command = server_command("java", ZOOKEEPER_JAR, config, log_config)
+            files = {log_config: log4j_properties(f"{LOG_DIR}/{SERVER_LOG}").encode()}
             if len(zookeepers) == 1:
                 text = zoo_cfg(node.data_dirs[0], node.port, listen)
-                return command, {config: text.encode()}
+                return command, {config: text.encode(), **files}
             ensemble = [n.ip for n in zookeepers]
             text = zoo_cfg(node.data_dirs[0], node.port, listen, ensemble)
             myid = zookeepers.index(node) + 1
-            return myid_command(command, node.data_dirs[0], myid), {config: text.encode()}
+            files[config] = text.encode()
+            return myid_command(command, node.data_dirs[0], myid), files
         if node.role == "client":
             return agent_command(self.python, self.zk, self.ledgers_root, listen, node.port), {}
         config = f"{CONFIG_DIR}/bookie.toml"
@@ -386,7 +391,8 @@ class SupervisedCluster:
     def log_tail(self, name: str, lines: int = 20) -> str:
         node = self.node(name)
         with contextlib.suppress(UserError):
-            return self._run(name, ["tail", f"-n{lines}", node.log_path])[1]
+            logs = [node.log_path, *([f"{LOG_DIR}/{SERVER_LOG}"] if node.role == "zk" else [])]
+            return self._run(name, ["tail", f"-n{lines}", *logs])[1]
         return "(no log: the node is gone)"
 
     def status(self) -> dict:

@@ -20,11 +20,18 @@ from harness.errors import UserError
 from harness.runtime.process import free_port, stop_pid, tail
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
-ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
 SERVER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 """What zkServer.sh runs: an ensemble member when zoo.cfg lists `server.N`, else standalone
 (ZooKeeperServerMain ignores `server.N` and would start three unrelated servers)."""
 START_TIMEOUT_S = 60.0
+SERVER_LOG = "zookeeper.log"
+"""ZooKeeper's own log (log4j, rolled), next to the JVM's output in the node's log dir."""
+SERVER_LOG_MAX_BYTES = 32 << 20
+"""The most ZooKeeper's log may take: a current file and one rolled file of half this."""
+LOG_BINDING = ("/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar")
+"""Debian's ZooKeeper logs through slf4j, with no binding on its jar's class path (it
+then logs nothing at all); these (libslf4j-java, liblog4j1.2-java: dependencies of
+libzookeeper-java) route it to log4j, configured by `log4j_properties`."""
 
 
 def find_java() -> str:
@@ -97,10 +104,28 @@ def myid_command(command: list[str], data_dir: str, myid: int) -> list[str]:
     return ["sh", "-c", f"{script} && exec {quoted}"]
 
 
-def server_command(java: str, jar: Path | str, config: Path | str) -> list[str]:
-    """The ZooKeeper server command line, shared by the local and docker runtimes."""
-    classpath = f"{ZOOKEEPER_CONF_DIR}:{jar}"
-    return [java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath, SERVER_MAIN, str(config)]
+def server_command(
+    java: str, jar: Path | str, config: Path | str, log_config: Path | str
+) -> list[str]:
+    """The ZooKeeper server command line, shared by every runtime; it logs as
+    `log_config` (`log4j_properties`) says."""
+    classpath = ":".join([str(jar), *LOG_BINDING])
+    log4j = f"-Dlog4j.configuration=file:{log_config}"
+    return [java, "-Xmx256m", "-XX:+UseSerialGC", log4j, "-cp", classpath, SERVER_MAIN, str(config)]
+
+
+def log4j_properties(log_file: Path | str, max_bytes: int = SERVER_LOG_MAX_BYTES) -> str:
+    """ZooKeeper's log at INFO into `log_file`, rolled at half of `max_bytes` with one
+    rolled file kept: a node log, like the bookies' and agents', never outgrows its cap."""
+    return (
+        "log4j.rootLogger=INFO, FILE\n"
+        "log4j.appender.FILE=org.apache.log4j.RollingFileAppender\n"
+        f"log4j.appender.FILE.File={log_file}\n"
+        f"log4j.appender.FILE.MaxFileSize={max(1, max_bytes // 2)}\n"
+        "log4j.appender.FILE.MaxBackupIndex=1\n"
+        "log4j.appender.FILE.layout=org.apache.log4j.PatternLayout\n"
+        "log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] %m%n\n"
+    )
 
 
 @dataclass
@@ -114,6 +139,7 @@ class LocalZooKeeper:
     env: dict[str, str] | None = None
     """The server's environment (None: the controller's); the local runtime adds the run's
     ownership marks (harness.runtime.ownership)."""
+    max_log_bytes: int = SERVER_LOG_MAX_BYTES
 
     @property
     def connect_string(self) -> str:
@@ -121,7 +147,13 @@ class LocalZooKeeper:
 
     @property
     def log_path(self) -> Path:
-        return self.data_dir / "zookeeper.log"
+        """ZooKeeper's own log (`log4j_properties`)."""
+        return self.data_dir / SERVER_LOG
+
+    @property
+    def output_path(self) -> Path:
+        """The JVM's output: what it says before ZooKeeper logs, or when it dies."""
+        return self.data_dir / "zk.log"
 
     def start(self) -> LocalZooKeeper:
         java = find_java()
@@ -131,9 +163,11 @@ class LocalZooKeeper:
             self.port = free_port(self.host)
         config = self.data_dir / "zoo.cfg"
         config.write_text(zoo_cfg(self.data_dir / "data", self.port, self.host))
-        with self.log_path.open("ab") as log:
+        log_config = self.data_dir / "log4j.properties"
+        log_config.write_text(log4j_properties(self.log_path, self.max_log_bytes))
+        with self.output_path.open("ab") as log:
             proc = subprocess.Popen(
-                server_command(java, jar, config),
+                server_command(java, jar, config, log_config),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -162,7 +196,7 @@ class LocalZooKeeper:
         )
 
     def log_tail(self) -> str:
-        return tail(self.log_path)
+        return f"{tail(self.output_path)}\n{tail(self.log_path)}".strip()
 
     def is_serving(self) -> bool:
         return is_serving(self.host, self.port)

@@ -17,7 +17,7 @@ import pytest
 
 from bookie_image.image.build import BASE_REPO, base_key, build_image, project_root, source_files
 from harness.errors import UserError
-from harness.runtime.docker import RUN_LABEL, DockerCluster, docker_client, gc
+from harness.runtime.docker import RUN_LABEL, DockerCluster, docker_client, remove_run
 from tests.helpers.docker import HOSTS
 
 
@@ -128,4 +128,4 @@ def inventory(
         )
         yield path
     finally:
-        gc(client, run_id)
+        remove_run(client, run_id)

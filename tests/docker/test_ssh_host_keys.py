@@ -34,11 +34,14 @@ def another_key(kind: str) -> str:
     return public.decode()
 
 
-def _reach_host(inventory_text: str, folder: Path, index: int = 0) -> None:
-    """Run `true` over ssh on one host of the inventory, as the runtime does."""
+def _reach_host(
+    inventory_text: str, folder: Path, index: int = 0, accept_new: bool = False
+) -> None:
+    """Run `true` over ssh on one host of the inventory, as the runtime does (with
+    `accept_new`, as `--ssh-accept-new` makes it)."""
     path = folder / "inventory.toml"
     path.write_text(inventory_text)
-    host = read_inventory(path)[index]
+    host = read_inventory(path, accept_new)[index]
     cluster = SshCluster(
         folder, inventory=str(path), hosts=[host], nodes=[Node("h1", "client", host.host, 0)]
     )
@@ -66,3 +69,18 @@ def test_unknown_keys_are_refused_unless_accept_new_records_them(
     known.write_text(f"{host} {another_key(kind)}\n")  # as if the host had been replaced
     with pytest.raises(UserError, match="is not the one recorded"):
         _reach_host(f'host_keys = "accept-new"\n{strict}', tmp_path)
+    with pytest.raises(UserError, match="is not the one recorded"):
+        _reach_host(strict, tmp_path, accept_new=True)
+
+
+def test_the_ssh_accept_new_flag_records_an_unknown_key_of_a_strict_inventory(
+    inventory: Path, tmp_path: Path
+) -> None:
+    known = tmp_path / "known_hosts"
+    shared = re.sub(r"(?m)^(known_hosts|host_keys) = .*\n", "", inventory.read_text())
+    strict = f'known_hosts = "{known}"\nhost_keys = "strict"\n{shared}'
+    with pytest.raises(UserError, match=r"is not in .*known_hosts; add it"):
+        _reach_host(strict, tmp_path)
+    _reach_host(strict, tmp_path, accept_new=True)
+    [recorded] = known.read_text().splitlines()
+    assert recorded.startswith(f"{read_inventory(tmp_path / 'inventory.toml')[0].host} ")

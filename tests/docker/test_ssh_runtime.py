@@ -9,6 +9,7 @@ starts and faults the cluster exactly as it would on real machines.
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import docker
@@ -21,7 +22,6 @@ from harness.runtime.ssh import INSTALLED_MARK, SshCluster
 from harness.testspec import TestSpec
 from nemesis.kinds import START_STOP
 from tests.helpers.cli import BKCHAOS
-from tests.helpers.docker import HOSTS
 from tests.helpers.runs import proven_faults
 
 pytestmark = pytest.mark.timeout(900)
@@ -109,25 +109,51 @@ def test_a_short_run_under_process_network_disk_and_clock_faults_checks_valid(
     assert len(starts) == 4 and starts <= proven, proven
 
 
-def test_gc_resets_hosts_that_a_gone_controller_left_running(
+ORPHAN = """
+import os, sys
+from pathlib import Path
+from harness.runtime.ssh import SshCluster
+cluster = SshCluster(Path(sys.argv[1]), bookie_count=1, inventory=sys.argv[2]).up()
+print(cluster.run_id, flush=True)
+os._exit(0)  # no teardown: its hosts are left to a controller that is gone
+"""
+
+
+def test_gc_resets_only_the_hosts_of_runs_whose_controller_is_gone(
     client: docker.DockerClient, inventory: Path, tmp_path: Path
 ) -> None:
-    state_dir = tmp_path / "c"
-    up = [*BKCHAOS, "cluster", "up", "--runtime", "ssh", "--inventory", str(inventory)]
-    done = subprocess.run(
-        [*up, "--bookies", "2", "--dir", str(state_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    first = SshCluster.load(state_dir).nodes[0].ip
-    assert _on_host(client, first, "test -s /run/bkchaos/supervisor.pid")[0] == 0
-    with pytest.raises(UserError, match="hosts"):
-        SshCluster(tmp_path / "d", bookie_count=9, inventory=str(inventory)).up()
-    gc_run = subprocess.run(
-        [*BKCHAOS, "gc", "--inventory", str(inventory)], capture_output=True, text=True, timeout=120
-    )
-    assert gc_run.returncode == 0 and f"reset {HOSTS} hosts" in gc_run.stdout, gc_run.stderr
-    code, out = _on_host(client, first, "ls /run/bkchaos 2>&1; pgrep -f [b]ookie_image")
-    assert code != 0 and "No such file" in out, out
+    """Each host marks the run it serves and that run's controller. A run whose
+    controller died (found through the store's unfinished ssh run) is reset by `gc`; a
+    live run keeps its hosts: `gc` leaves it, and another `up` on them is refused."""
+    text = inventory.read_text()
+    head, *entries = text.split("[[hosts]]")
+    rest = tmp_path / "rest.toml"  # the last three hosts: the first two stay ours
+    rest.write_text(head + "".join(f"[[hosts]]{entry}" for entry in entries[2:]))
+    ours = SshCluster(tmp_path / "ours", bookie_count=1, inventory=str(inventory))
+    with ours.running():
+        orphan_dir = tmp_path / "store" / "t" / "1" / "nodes"  # as `bkchaos test` leaves it
+        made = subprocess.run(
+            [sys.executable, "-c", ORPHAN, str(orphan_dir), str(rest)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert made.returncode == 0, made.stderr[-2000:]
+        orphan_id = made.stdout.split()[-1]
+        orphan_host = SshCluster.load(orphan_dir).nodes[0].ip
+        assert _on_host(client, orphan_host, "test -s /run/bkchaos/supervisor.pid")[0] == 0
+
+        with pytest.raises(UserError, match=f"run the nodes of run {ours.run_id}"):
+            SshCluster(tmp_path / "d", bookie_count=1, inventory=str(inventory)).up()
+        gc = [*BKCHAOS, "gc", "--store", str(tmp_path / "store"), "--inventory", str(inventory)]
+        live = subprocess.run([*gc, "--run", ours.run_id], capture_output=True, text=True)
+        assert live.returncode == 0 and "is running; left alone" in live.stdout, live.stderr
+        state = ours.status()  # its nodes still run
+        assert state["zk_serving"] and state["bookies"][0]["alive"], (state, ours.log_tail("b1"))
+
+        reaped = subprocess.run([*gc, "--run", orphan_id], capture_output=True, text=True)
+        assert reaped.returncode == 0 and "is gone; reset 2 hosts" in reaped.stdout, (
+            reaped.stdout + reaped.stderr
+        )
+        code, out = _on_host(client, orphan_host, "ls /run/bkchaos 2>&1; pgrep -f [b]ookie_image")
+        assert code != 0 and "No such file" in out, out

@@ -46,3 +46,14 @@ def test_current_points_at_the_run_while_it_goes(tmp_path: Path) -> None:
     run_dir, _ = run_test(spec, look)
     assert seen == {run_dir.resolve()}
     assert not (tmp_path / "current").exists()
+
+
+def test_quiet_silences_the_search_progress(tmp_path: Path) -> None:
+    """`bkchaos search` prints a line per simulated test on stderr; with -q, none: only
+    its outcome, on stdout."""
+    search = ["search", "--budget", "60s", "--max-examples", "3", "--store", str(tmp_path)]
+    loud = subprocess.run([*BKCHAOS, *search], capture_output=True, text=True, timeout=600)
+    assert loud.returncode == 0 and "test    1:" in loud.stderr, loud.stderr
+    quiet = subprocess.run([*BKCHAOS, "-q", *search], capture_output=True, text=True, timeout=600)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert quiet.stdout.strip(), "the outcome is still printed"
