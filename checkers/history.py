@@ -413,7 +413,9 @@ def _read(h: History, call: Call, kind: str, retired: Retired | None) -> None:
     h.ledgers[ledger] = None
     h.touched[ledger] = None
     if call.inv.f == "read" and call.inv.value.mode == "closed":
-        h.closings.setdefault(ledger, []).append(call)
+        # kept for the whole history (availability), so without the entries it returned
+        done = call.done and msgspec.structs.replace(call.done, value=None)
+        h.closings.setdefault(ledger, []).append(Call(call.inv, done, call.type, call.key))
     if kind != "ok":
         if call.inv.value.mode == "closed":
             h.closed_errors[ledger] = (call.done.error if call.done else None) or kind

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -250,9 +251,7 @@ pipeline_option = click.option(
 def test(name: str | None, test_count: int, seed: int | None, **options: object) -> int:
     """Run a workload under faults, heal, read everything back, and check the history."""
     first_seed = seed if seed is not None else int.from_bytes(os.urandom(3))
-    soak = options.pop("soak")
-    if soak is not None:
-        options.update(time_limit=soak, soak_epoch=options["soak_epoch"] or SOAK_EPOCH_S)
+    soak_settings(options)
     console = Console(stderr=True)
     codes = []
     for i in range(test_count):
@@ -264,6 +263,13 @@ def test(name: str | None, test_count: int, seed: int | None, **options: object)
         )  # type: ignore[arg-type]
         codes.append(exit_code(run_shown(console, spec)[1]))
     return worst(codes)
+
+
+def soak_settings(options: dict[str, Any]) -> None:
+    """`--soak DURATION` as the TestSpec says it: a time limit and an epoch."""
+    soak = options.pop("soak")
+    if soak is not None:
+        options.update(time_limit=soak, soak_epoch=options["soak_epoch"] or SOAK_EPOCH_S)
 
 
 def _duration(value: str | None) -> float | None:

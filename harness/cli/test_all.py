@@ -74,6 +74,7 @@ def test_all(
 ) -> int:
     """Run every workload under every nemesis set; print a summary table."""
     first_seed = seed if seed is not None else int.from_bytes(os.urandom(3))
+    test_cli.soak_settings(options)
     specs = [  # all built first: bad input is refused before anything runs
         TestSpec(
             name=f"{workload}-{'+'.join(kinds) or 'none'}",
