@@ -69,7 +69,9 @@ def test_search_finds_shrinks_and_stores_no_journal_fsync(
         main([*args, "--budget", GUARD, "--store", str(tmp_path), "--json"])
     assert exited.value.code == 1
     summary = json.loads(capsys.readouterr().out)
-    assert summary["anomaly"] == "lost-append" and summary["replay_valid"] is False
+    # an acknowledged entry lost to power loss: read back short, or its copy audited missing
+    assert summary["anomaly"] in ("lost-append", "under-replicated")
+    assert summary["replay_valid"] is False
     assert summary["examples"] == 40  # found early, then shrunk until the runs ran out
     minimal = summary["minimal"]
     assert [step["f"] for step in minimal["schedule"]][:1] == ["power-loss"]
