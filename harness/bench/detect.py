@@ -8,8 +8,9 @@ on the runtime `--runtime` names. In the simulation (`--runtime sim`) a seed giv
 run on any machine, so its figures travel; on real processes they are this machine's. It
 reports per bug the detection rate (runs that checked invalid), the median time from the
 run's first op to the first op that made an anomaly visible, the anomaly types seen and
-the clean twins' verdicts; and the false positives: clean runs that checked invalid. Every run is an ordinary run directory under
-`STORE/bench-detect-*`, so any figure can be opened as a report.
+the clean twins' verdicts; and the false positives: clean runs that checked invalid.
+Every run is an ordinary run directory under `STORE/bench-detect-*`, so any figure can be
+opened as a report.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from harness.bench.detect import (
     runs_on,
     seconds_to_first_anomaly,
 )
+from harness.cli import main
 from nemesis.kinds import NETWORK_NEMESES
 
 
@@ -80,3 +81,15 @@ def test_each_bugs_figures_count_its_clean_twins_verdicts() -> None:
     )
     assert figures["anomalies"] == ["dirty-read", "lost-append"]
     assert figures["clean_twins"] == {"valid": 1, "invalid": 1, "unknown": 1}
+
+
+def test_asking_for_an_exposer_on_a_runtime_that_cannot_run_it_exits_254(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["bench", "detect", "--runtime", "local", "--bugs", "unbounded-no-truncate"]
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--store", str(tmp_path)])
+    assert exited.value.code == 254
+    err = capsys.readouterr().err
+    assert "unbounded-no-truncate cannot run on --runtime local" in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # nothing ran
