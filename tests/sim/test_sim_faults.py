@@ -199,6 +199,29 @@ def test_recovery_counting_unknown_answers_as_negatives_is_caught_in_the_simulat
     """A bookie that cannot answer during recovery is not one that lacks the entry."""
 
 
+RECOVERY_KILLS_RUN = {**exposing_run("recovery-unknown-as-negative", "sim"), "time_limit": 10}
+"""`recovery-unknown-as-negative`'s exposer as the simulation runs it (the bench's
+`--runtime sim`): a bookie of the ensemble being recovered killed as each recovery starts
+(harness/bench/detect.py, RECOVERY_KILLS), ten simulated seconds."""
+
+
+@pytest.mark.chaos(
+    **RECOVERY_KILLS_RUN,
+    seed=2,  # the clock-beat kills of the same exposer miss seed 2 in 10 s
+    bugs=["recovery-unknown-as-negative"],
+    expect="invalid",
+    anomalies=LOSS,
+)
+def test_kills_as_recoveries_start_expose_unknown_answers_counted_as_negatives() -> None:
+    """The killed bookie's answers are errors; counted as negatives, they close ledgers
+    before acknowledged entries."""
+
+
+@pytest.mark.chaos(**RECOVERY_KILLS_RUN, seed=2)
+def test_recoveries_keep_every_acknowledged_entry_when_a_bookie_dies_as_they_start() -> None:
+    """The clean twin: an error answer is unknown, so recovery waits for the others."""
+
+
 @pytest.mark.chaos(
     **SIM_RUN,
     seed=1,

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from bookie_image import bugs
-from harness.bench.detect import EXPOSERS, _describe, exposing_spec, seconds_to_first_anomaly
+from harness.bench.detect import (
+    EXPOSERS,
+    _describe,
+    _summary,
+    exposing_spec,
+    runs_on,
+    seconds_to_first_anomaly,
+)
+from harness.cli import main
 from nemesis.kinds import NETWORK_NEMESES
 
 
@@ -46,3 +54,42 @@ def test_time_to_detect_is_when_the_earliest_case_has_all_its_ops(tmp_path: Path
     }
     assert seconds_to_first_anomaly(history, results) == pytest.approx(4.0)
     assert seconds_to_first_anomaly(history, {"anomalies": {}}) is None
+
+
+def test_the_bench_runs_an_exposer_only_where_its_faults_can_be_performed() -> None:
+    """`--runtime local` leaves out the exposers of packet faults (tc needs containers);
+    the simulation performs every fault kind, so every exposer runs there."""
+    assert not runs_on("ensemble-change-drops-pending", "local")
+    assert not runs_on("unbounded-no-truncate", "local")
+    assert runs_on("no-cookie", "local")
+    assert all(runs_on(bug, "sim") for bug in EXPOSERS)
+    assert exposing_spec("no-cookie", 1, "store", 10, "sim").runtime == "sim"
+    assert exposing_spec("unbounded-no-truncate", 1, "store", 10).runtime == "docker"
+
+
+def test_each_bugs_figures_count_its_clean_twins_verdicts() -> None:
+    def run(valid: object, anomalies: list[str], seconds: float | None) -> dict[str, object]:
+        return {"valid": valid, "anomaly_types": anomalies, "seconds_to_detect": seconds}
+
+    buggy = [run(False, ["lost-append"], 3.0), run(True, [], None), run(False, ["dirty-read"], 5.0)]
+    clean = [run(True, [], None), run("unknown", [], None), run(False, ["dirty-read"], 1.0)]
+    figures = _summary([{**r, "run_dir": "d"} for r in buggy], clean)
+    assert (figures["detected"], figures["runs"], figures["median_seconds_to_detect"]) == (
+        2,
+        3,
+        4.0,
+    )
+    assert figures["anomalies"] == ["dirty-read", "lost-append"]
+    assert figures["clean_twins"] == {"valid": 1, "invalid": 1, "unknown": 1}
+
+
+def test_asking_for_an_exposer_on_a_runtime_that_cannot_run_it_exits_254(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["bench", "detect", "--runtime", "local", "--bugs", "unbounded-no-truncate"]
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--store", str(tmp_path)])
+    assert exited.value.code == 254
+    err = capsys.readouterr().err
+    assert "unbounded-no-truncate cannot run on --runtime local" in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # nothing ran
