@@ -4,8 +4,9 @@ farm costs per test over running the same tests one after another in one process
 
 Each master gets one warm-up job first (a Python worker per slot starts and imports
 bkchaos once: a farm pays that once a night, not per test), then runs every test in one
-job of `batch_size` tests per task; the one process warms up on two tests likewise. The tests are the farm's first round: fresh draws
-from the no-hint search's space, so every master runs exactly the same simulations.
+job of `batch_size` tests per task; the one process warms up on two tests likewise. The
+tests are the farm's first round: fresh draws from the no-hint search's space, so every
+master runs exactly the same simulations.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from checkers.spark.farm import read_rows, tables, write_rows
 from harness.cli.farm import farm_space
 from harness.farm import SparkRunner, farm_row, run_farm, spec_from_json
@@ -56,6 +58,7 @@ def test_a_farm_row_replays_locally_to_the_same_history_bytes(spark: Any, tmp_pa
     assert [(n["night"], n["farms"], n["tests"]) for n in nights] == [("2026-11-27", 1, 4)]
 
 
+@pytest.mark.timeout(900)  # a wheel build and three JVMs: minutes on a loaded machine
 def test_farm_ships_its_wheel_to_executors_in_their_own_jvms(tmp_path: Path) -> None:
     """`local-cluster[2,1,1024]`: two executor JVMs with their own Python workers; the
     executors import bkchaos from the wheel the driver built and shipped."""
@@ -72,7 +75,7 @@ def test_farm_ships_its_wheel_to_executors_in_their_own_jvms(tmp_path: Path) -> 
         capture_output=True,
         text=True,
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-        timeout=600,
+        timeout=840,
     )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
