@@ -26,7 +26,7 @@ def test_plain_progress_lines_and_a_run_log(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if LINE.match(line)]
     phases = [line.split()[1:3] for line in lines]  # a phase change is always shown
-    assert ["final", "reads"] in phases and ["progress", "check"] == phases[-1], done.stderr
+    assert ["final", "reads"] in phases and phases[-1] == ["progress", "check"], done.stderr
     run_log = (tmp_path / "latest" / "bkchaos.log").read_text()
     assert "bkchaos.controller: fault kill" in run_log and "verdict True" in run_log
     assert not (tmp_path / "current").exists()  # gone once the run is over
