@@ -145,6 +145,7 @@ class History:
     ensembles: dict[Any, list[tuple[Call, list[list[Any]]]]] = field(default_factory=dict)
     sizes: dict[Any, int] = field(default_factory=dict)  # ledger -> ensemble size (create)
     ledgers: dict[Any, None] = field(default_factory=dict)  # every ledger, first-seen order
+    progress: list[Call] = field(default_factory=list)  # the progress check's (`after_heal`)
 
     def drop_segment(self) -> None:
         """Forget the segment's fields (a cut of a streaming check)."""
@@ -324,6 +325,8 @@ class Indexer:
             return
         h.calls.append(call)
         h.client_calls += 1
+        if inv.value is not None and inv.value.after_heal is not None:
+            h.progress.append(call)
         kind = call.type
         counted = (f, kind)
         h.counts[counted] = h.counts.get(counted, 0) + 1

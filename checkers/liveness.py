@@ -39,7 +39,7 @@ disk may have filled and turned a bookie read-only, which BookKeeper does on pur
 def progress_attempts(h: History, healed: int) -> dict[int, list[Call]]:
     """The progress check's calls invoked after op `healed`, by attempt, in invoke order."""
     attempts: dict[int, list[Call]] = {}
-    for call in sorted(h.calls, key=lambda c: c.inv.index):
+    for call in sorted(h.progress, key=lambda c: c.inv.index):
         tag = call.inv.value.after_heal if call.inv.value is not None else None
         if isinstance(tag, dict) and call.inv.index > healed:
             attempts.setdefault(tag.get("attempt"), []).append(call)

@@ -64,9 +64,7 @@ def spec_json(spec: SimSpec) -> str:
 def spec_from_json(text: str) -> SimSpec:
     """The SimSpec of a row's `spec`: JSON lists back to the tuples SimSpec holds."""
     fields = json.loads(text)
-    for name in ("bugs", "schedule", "latency"):
-        fields[name] = tuple(fields[name])
-    return SimSpec(**fields)
+    return SimSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
 
 
 def farm_row(test: dict[str, Any]) -> dict[str, Any]:

@@ -129,7 +129,9 @@ def start_spark(
     show_default=True,
     help="Let tests turn on the simulation's perturbation points.",
 )
-@click.option("--max-faults", type=int, default=3, show_default=True)
+@click.option(
+    "--max-faults", type=int, default=3, show_default=True, help="Most faults in one test."
+)
 @click.option(
     "--max-time",
     type=click.FloatRange(0.5, 3600),
@@ -137,7 +139,13 @@ def start_spark(
     show_default=True,
     help="Longest simulated run (s).",
 )
-@click.option("--store", type=click.Path(path_type=Path), default=Path("store"), show_default=True)
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path),
+    default=Path("store"),
+    show_default=True,
+    help="Store the farm's rows and failing runs go to.",
+)
 @click.option(
     "--ship",
     default="auto",
@@ -314,8 +322,20 @@ def _text(s: dict[str, Any]) -> str:
 
 
 @click.command("farm")
-@click.option("--tests", type=click.IntRange(min=4), default=64, show_default=True)
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option(
+    "--tests",
+    type=click.IntRange(min=4),
+    default=64,
+    show_default=True,
+    help="Tests in the draw every master runs.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Tests per Spark task.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_farm(tests: int, batch_size: int, seed: int, as_json: bool) -> None:
