@@ -89,3 +89,18 @@ def test_a_lost_append_reads_root_first_with_its_bookies_and_faults(tmp_path: Pa
     assert "Derived: this cycle only restates the lost-append of ledger 7 entry 1" in html
     assert "timeline.html#op-6,7,12,13,4" in html  # the case's ops and the fault
     assert results_path.is_file()
+
+
+def test_a_case_whose_write_quorum_is_unknown_shows_its_ensemble_alone(tmp_path: Path) -> None:
+    """A create without `wq` (an older history): the report shows the fragment and no
+    write set, instead of failing to render."""
+    ops = _history()
+    del ops[1]["value"]["wq"]
+    run_dir = tmp_path / "t" / "20261127T000000"
+    run_dir.mkdir(parents=True)
+    history = run_dir / "history.jsonl"
+    history.write_text("".join(json.dumps(op) + "\n" for op in ops))
+    (run_dir / "results.json").write_text(json.dumps(checkers.check(history)))
+    html = write_report(run_dir).read_text()
+    assert "Ensemble from entry 0: <code>b1, b2, b3</code>" in html
+    assert "write set of entry" not in html
