@@ -67,8 +67,9 @@ def unreadable_after_heal(h: History, heal: Call) -> Iterator[Case]:
         )
 
 
-def check_availability(h: History) -> dict[str, Any]:
-    """`unreadable-after-heal` (module docstring); says why when it cannot judge."""
+def judged_heal(h: History) -> Call | dict[str, Any]:
+    """The final heal that the after-heal checkers (this one and `checkers.liveness`)
+    judge from, or their result when they cannot judge, saying why."""
     destroying = sorted({c.inv.f for c in h.nemesis} & DATA_DESTROYING_FAULTS)
     if destroying:
         why = f"the run destroyed bookie data on purpose ({', '.join(destroying)})"
@@ -76,4 +77,12 @@ def check_availability(h: History) -> dict[str, Any]:
     heal = final_heal(h)
     if heal is None:
         return {"valid": True, "not_judged": "no final heal completed with its proof"}
+    return heal
+
+
+def check_availability(h: History) -> dict[str, Any]:
+    """`unreadable-after-heal` (module docstring); says why when it cannot judge."""
+    heal = judged_heal(h)
+    if isinstance(heal, dict):
+        return heal
     return collect({"unreadable-after-heal": unreadable_after_heal(h, heal)})

@@ -24,9 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from checkers.availability import final_heal
+from checkers.availability import judged_heal
 from checkers.history import Call, History
-from checkers.replication import DATA_DESTROYING_FAULTS
 from checkers.result import Case, case, collect
 
 DEFINITE = frozenset({"EFENCED", "ELEDGERCLOSED", "ENOLEDGER", "ENOENTRY", "EDIGEST", "EUA"})
@@ -89,13 +88,9 @@ def stuck_after_heal(h: History, heal: Call, attempts: dict[int, list[Call]]) ->
 
 def check_liveness(h: History) -> dict[str, Any]:
     """`stuck-after-heal` (module docstring); says why when it cannot judge."""
-    destroying = sorted({c.inv.f for c in h.nemesis} & DATA_DESTROYING_FAULTS)
-    if destroying:
-        why = f"the run destroyed bookie data on purpose ({', '.join(destroying)})"
-        return {"valid": True, "not_judged": why}
-    heal = final_heal(h)
-    if heal is None:
-        return {"valid": True, "not_judged": "no final heal completed with its proof"}
+    heal = judged_heal(h)
+    if isinstance(heal, dict):
+        return heal
     attempts = progress_attempts(h, heal.done.index)
     if not attempts:
         return {"valid": True, "not_judged": "no progress check after the final heal"}
