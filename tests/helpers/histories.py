@@ -64,22 +64,29 @@ class H:
 
 Ops = list[dict[str, Any]]
 
-histories = st.builds(
-    lambda seed, kw: list(synthesize(seed, **kw)),
-    st.integers(0, 2**32),
-    st.fixed_dictionaries(
-        {
-            "ops": st.integers(60, 1500),
-            "ledgers": st.integers(1, 4),
-            "streams": st.integers(0, 3),
-            "processes": st.integers(1, 6),
-            "read_fraction": st.floats(0.0, 0.5),
-            "rollover": st.floats(0.0, 0.05),
-            "abandon": st.floats(0.0, 0.6),
-            "nemesis": st.booleans(),
-        }
-    ),
-)
+SHAPE = {
+    "ops": st.integers(60, 1500),
+    "ledgers": st.integers(1, 4),
+    "streams": st.integers(0, 3),
+    "processes": st.integers(1, 6),
+    "read_fraction": st.floats(0.0, 0.5),
+    "rollover": st.floats(0.0, 0.05),
+    "abandon": st.floats(0.0, 0.6),
+    "nemesis": st.booleans(),
+}
+"""`synthesize`'s settings as strategies: the shape of a random history."""
+
+
+def synthesized(**shape: st.SearchStrategy[Any]) -> st.SearchStrategy[Ops]:
+    """Histories from `synthesize`, with SHAPE's settings overridden by `shape`."""
+    return st.builds(
+        lambda seed, kw: list(synthesize(seed, **kw)),
+        st.integers(0, 2**32),
+        st.fixed_dictionaries({**SHAPE, **shape}),
+    )
+
+
+histories = synthesized()
 
 
 # -- mutations: each takes a valid history and injects one anomaly, or returns None

@@ -20,27 +20,11 @@ from checkers import CHECKERS, check, compose, index_history, synthesize
 from checkers.history import Entangled, ops_from_dicts
 from checkers.segments import index_segments
 from tests.helpers.corpus import REAL_RUNS, edge_cases
-from tests.helpers.histories import MUTATIONS, Ops
+from tests.helpers.histories import MUTATIONS, Ops, synthesized
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-soaks = st.builds(
-    lambda seed, kw: list(synthesize(seed, **kw)),
-    st.integers(0, 2**32),
-    st.fixed_dictionaries(
-        {
-            "ops": st.integers(40, 400),
-            "epochs": st.integers(2, 5),
-            "ledgers": st.integers(1, 4),
-            "streams": st.integers(0, 3),
-            "processes": st.integers(1, 6),
-            "read_fraction": st.floats(0.0, 0.5),
-            "rollover": st.floats(0.0, 0.05),
-            "abandon": st.floats(0.0, 0.6),
-            "nemesis": st.booleans(),
-        }
-    ),
-)
+soaks = synthesized(ops=st.integers(40, 400), epochs=st.integers(2, 5))
 
 
 def whole(ops: Ops | Path) -> str:
