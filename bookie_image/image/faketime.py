@@ -28,6 +28,13 @@ def faketime_env(offset_file: str) -> dict[str, str]:
     }
 
 
+JVM_FAKETIME_ENV = {"FAKETIME_FORCE_MONOTONIC_FIX": "0"}
+"""What a JVM (ZooKeeper) needs on top of `faketime_env`: with libfaketime's monotonic
+fix on, the JVM's timed waits return at once and its timer threads spin (libfaketime
+issue #425): ZooKeeper burned 65% of a core for as long as it ran. Measured here with a
+JVM that waits 4 s under the preload: 1.5 CPU s with the fix, 0.09 s without it (0.06 s
+unpreloaded), and the faked wall clock still moves (`+3600` read as an hour ahead)."""
+
 FAKETIME_LAUNCHER = "bookie_image.image.faketime_launch"
 
 

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Self
 
 from kazoo.client import KazooClient
 
-from bookie_image.image.faketime import faketime_command, faketime_env
+from bookie_image.image.faketime import JVM_FAKETIME_ENV, faketime_command, faketime_env
 from harness.errors import UserError
 from harness.runtime.base import STATE_FILE, save_state
 from harness.runtime.bookie_config import bookie_toml
@@ -201,7 +201,8 @@ class SupervisedCluster:
         `faketime`, under libfaketime (every role: ZooKeeper, bookies and agents)."""
         command, files = self._role_command(node)
         if self.faketime:  # `env` execs the process: the preload reaches it, not the supervisor
-            preload = [f"{key}={value}" for key, value in faketime_env(CLOCK_FILE).items()]
+            env = faketime_env(CLOCK_FILE) | (JVM_FAKETIME_ENV if node.role == "zk" else {})
+            preload = [f"{key}={value}" for key, value in env.items()]
             python_module = command[1:2] == ["-m"]
             command = ["env", *preload, *(faketime_command(command) if python_module else command)]
             files[CLOCK_FILE] = b"+0\n"
