@@ -14,8 +14,7 @@ A test module outside these folders is a usage error, so that none runs untiered
 from __future__ import annotations
 
 import os
-from pathlib import Path, PurePosixPath
-from typing import Any
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -41,8 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 HEAVY_FIRST = ("docker", "spark", "integration", "browser", "sim", "unit")
-"""The order the tiers run in: under pytest-xdist (`make test`: `--dist loadscope
---no-loadscope-reorder`) the long runs start first and the short tests fill the gaps."""
+"""The order the tiers run in, the longest first (a run that fails late fails slowly)."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -54,31 +52,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             )
         item.add_marker(tier)
     items.sort(key=lambda item: HEAVY_FIRST.index(item.path.relative_to(TESTS).parts[0]))
-
-
-WHOLE_TIERS = ("spark", "browser")
-"""Tiers whose session fixture is dear and one of a kind (a SparkSession, Chromium): under
-`pytest -n N --dist loadscope` (`make test`) each runs whole on one worker."""
-
-
-@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, never called
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadscope` with each tier of WHOLE_TIERS as one scope; elsewhere a module is
-    a scope, as loadscope makes it (its module fixtures built once). (xdist_group marks
-    would say this, but `--dist loadgroup` groups nothing under pytest 9.2:
-    pytest-dev/pytest-xdist#1386.)"""
-    if config.getvalue("dist") != "loadscope":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class TierScopes(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            path = PurePosixPath(nodeid.split("::")[0])
-            if path.parts[:1] == (TESTS.name,) and path.parts[1] in WHOLE_TIERS:
-                return path.parts[1]
-            return super()._split_scope(nodeid)
-
-    return TierScopes(config, log)
 
 
 @pytest.fixture
