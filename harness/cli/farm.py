@@ -13,7 +13,7 @@ import click
 
 from bookie_image import bugs as seeded_bugs
 from harness.cli.analyze import _conf, _spark
-from harness.cli.search import _fault_kinds, parse_budget, search_base
+from harness.cli.search import _fault_kinds, parse_budget, search_base, space_options
 from harness.errors import UserError
 from harness.testspec import WORKLOADS
 from nemesis.kinds import SIM_NEMESES
@@ -88,6 +88,7 @@ def start_spark(
 
 
 @click.command("farm")
+@space_options
 @click.option(
     "--master",
     default="local[*]",
@@ -115,29 +116,12 @@ def start_spark(
     default=None,
     help="The workload to run (default: every workload, drawn per test).",
 )
-@click.option(
-    "--nemesis",
-    default=",".join(SIM_NEMESES),
-    show_default=True,
-    help="Comma-separated fault kinds the tests draw from.",
-)
-@click.option("--bug", "bug_names", multiple=True, help="Seeded bug to switch on (repeatable).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the farm's draws.")
 @click.option(
     "--buggify/--no-buggify",
     default=True,
     show_default=True,
     help="Let tests turn on the simulation's perturbation points.",
-)
-@click.option(
-    "--max-faults", type=int, default=3, show_default=True, help="Most faults in one test."
-)
-@click.option(
-    "--max-time",
-    type=click.FloatRange(0.5, 3600),
-    default=3.0,
-    show_default=True,
-    help="Longest simulated run (s).",
 )
 @click.option(
     "--store",

@@ -41,6 +41,35 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
 
 
+def space_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that bound the space of simulated tests, shared by `search` and `farm`
+    (they draw from one space): fault kinds, seeded bugs, faults per test, run length."""
+    options = [
+        click.option(
+            "--nemesis",
+            default=",".join(SIM_NEMESES),
+            show_default=True,
+            help="Comma-separated fault kinds the tests draw from.",
+        ),
+        click.option(
+            "--bug", "bug_names", multiple=True, help="Seeded bug to switch on (repeatable)."
+        ),
+        click.option(
+            "--max-faults", type=int, default=3, show_default=True, help="Most faults in one test."
+        ),
+        click.option(
+            "--max-time",
+            type=click.FloatRange(0.5, 3600),
+            default=3.0,
+            show_default=True,
+            help="Longest simulated run (s).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 def parse_budget(text: str) -> float:
     """'90', '90s', '10m', '1.5h' -> seconds."""
     match = _DURATION.match(text)
@@ -113,13 +142,6 @@ def parse_budget(text: str) -> float:
     default=None,
     help="ledger workload: share of ops at which a writer crashes (default: drawn among 0, 0.05).",
 )
-@click.option(
-    "--nemesis",
-    default=",".join(SIM_NEMESES),
-    show_default=True,
-    help="Comma-separated fault kinds the search draws from.",
-)
-@click.option("--bug", "bug_names", multiple=True, help="Seeded bug to switch on (repeatable).")
 @click.option("--budget", default="10m", show_default=True, help="Real time to spend: 90s, 10m…")
 @click.option(
     "--max-examples",
@@ -129,9 +151,6 @@ def parse_budget(text: str) -> float:
     help="Most simulated runs, drawn and shrinking alike (a machine-independent bound).",
 )
 @click.option(
-    "--max-faults", type=int, default=3, show_default=True, help="Most faults in one test."
-)
-@click.option(
     "--max-triggered",
     type=click.IntRange(min=0),
     default=0,
@@ -139,13 +158,6 @@ def parse_budget(text: str) -> float:
     help="hypothesis strategy: up to N more faults that wait for a protocol probe (a kill "
     "as a recovery starts…) instead of a clock tick; the corpus strategy draws a third of "
     "its faults so.",
-)
-@click.option(
-    "--max-time",
-    type=click.FloatRange(0.5, 3600),
-    default=3.0,
-    show_default=True,
-    help="Longest simulated run (s).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search itself.")
 @click.option(
@@ -176,6 +188,7 @@ def parse_budget(text: str) -> float:
     help="Run the test of a minimal.json a search stored, in the simulation, and stop.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@space_options
 def search(
     runtime: str,
     workload: str | None,
