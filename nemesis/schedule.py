@@ -147,9 +147,10 @@ takeover's term)."""
 
 TRIGGER_TARGETS = ("@0", "@1", "@2", "@self")
 """Targets relative to the probe: the k-th bookie of the ensemble (or write set) it names,
-or the bookie that reached it. A partition's ``"grudge": "@split"`` cuts the old writers (the other
-clients) off from every bookie of the ensemble but ``value.nodes``, and the client that
-reached the probe off from ``value.nodes``: each side reaches a different part."""
+or the bookie that reached it. A partition's ``"grudge": "@split"`` cuts the old writers
+(the other clients) off from every bookie of the ensemble but ``value.nodes``, and the
+client that reached the probe off from ``value.nodes``: each side reaches a different
+part."""
 
 SPLIT = "@split"
 

@@ -109,8 +109,7 @@ def _triggered_faults(
 ) -> list[dict[str, Any]]:
     """Faults that start when a probe is next reached after their `at` (a recovery
     starting, a write-back, an ensemble change, a takeover fencing, an add sent…), on a
-    bookie that probe names or a fixed one, and stop `hold` later
-    (harness/sim/triggers.py)."""
+    bookie that probe names or a fixed one, and stop `hold` later (sim/triggers.py)."""
     steps = []
     for _ in range(draw(st.integers(0, most))):
         kind = draw(st.sampled_from(kinds))
