@@ -34,11 +34,14 @@ Listener = Callable[[str, dict[str, Any]], None]
 class Probe(NamedTuple):
     """A protocol corner and the passage of the reference material that describes it:
     ``reference`` is the number of a /work/shared/reference file (README there), and
-    ``passage`` is quoted from it verbatim (a test checks that it is there)."""
+    ``passage`` is quoted from it verbatim (a test checks that it is there). A ``per_add``
+    probe is reached on every add (for a fault to aim at one add, not as coverage): a real
+    process logs only its first reach (`logged`), or its log would grow with the adds."""
 
     corner: str
     reference: str
     passage: str
+    per_add: bool = False
 
 
 _FENCING = "that bookie will not accept any further regular writes to that ledger ever again"
@@ -199,6 +202,12 @@ PROBES: dict[str, Probe] = {
         _CLOSE,
     ),
     # -- the client: writing -------------------------------------------------------------
+    "client-add-sent": Probe(
+        "a client sends an entry to the bookies of its write set (none has it yet)",
+        "004",
+        "每次寫入都從 E 個 Bookie 中順序挑選出 Qw 個節點(writeSet)並行發送數據。",
+        per_add=True,
+    ),
     "client-add-fenced": Probe(
         "a writer's add is refused as fenced or of an older term: the writer stops",
         "003",
@@ -289,8 +298,18 @@ def reach(name: str, **fields: Any) -> None:
 def logged(emit: Callable[..., None]) -> Listener:
     """A listener that writes each probe reached as a structured log event ``probe``
     (``emit(event, **fields)``, as `EventLog.emit`): how a real process reports them, for
-    the harness to count from the node logs after the run."""
-    return lambda name, fields: emit("probe", probe=name, **fields)
+    the harness to count from the node logs after the run. A `per_add` probe is written
+    once per listener (its count there says which processes reached it, not how often)."""
+    written: set[str] = set()
+
+    def log(name: str, fields: dict[str, Any]) -> None:
+        if PROBES[name].per_add:
+            if name in written:
+                return
+            written.add(name)
+        emit("probe", probe=name, **fields)
+
+    return log
 
 
 @contextmanager

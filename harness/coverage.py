@@ -1,9 +1,10 @@
 """Protocol coverage of a run: how often each probe (bookie_image/probes.py) was reached.
 
 The simulation counts probes in-process; real bookies and client agents write a `probe`
-event per probe reached into their structured logs, which the runner collects into
-`logs/<node>/` — this module counts those. Either way `results.json` gets
-``"coverage": {probe: count}`` with every declared probe, 0 when never reached.
+event per probe reached (a per-add probe once per process) into their structured logs,
+which the runner collects into `logs/<node>/` — this module counts those. Either way
+`results.json` gets ``"coverage": {probe: count}`` with every declared probe, 0 when never
+reached.
 """
 
 from __future__ import annotations

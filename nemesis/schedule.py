@@ -9,9 +9,9 @@ seed replays the same schedule. `ScheduleReplay` plays back an explicit list of 
 A schedule may also hold *triggered* steps (simulation only; harness/sim/triggers.py):
 ``{"at": s, "on": probe, "f": start op, "value": {"nodes": [...]}, "hold": s}`` is armed
 at ``at`` and starts its fault when the protocol next reaches ``probe`` (a recovery
-starting, a write-back, an ensemble change, a takeover fencing a bookie…), aimed at nodes
-named outright or relative to the probe (`TRIGGER_TARGETS`), and stops it ``hold``
-seconds later. `ScheduleReplay` skips them: they are not on the clock.
+starting, a write-back, an ensemble change, a takeover fencing a bookie, an add on its
+way…), aimed at nodes named outright or relative to the probe (`TRIGGER_TARGETS`), and
+stops it ``hold`` seconds later. `ScheduleReplay` skips them: they are not on the clock.
 """
 
 from __future__ import annotations
@@ -125,6 +125,12 @@ a grid of tenths of a second: coarse enough to shrink, fine enough for every fau
 TRIGGER = "on"
 """The key that makes a schedule step triggered by a protocol probe instead of the clock."""
 
+ADD_TRIGGER_PROBE = "client-add-sent"
+"""The probe of an add on its way to the bookies of its write set: a fault it fires on one
+of them (``@k``) lands before the add does, so that bookie never stores the entry while
+the others do — the write-path window of a recovery racing the writer. Reached on every
+add, a step waiting for it fires at the first add after its ``at``."""
+
 TRIGGER_PROBES = (
     "recovery-started",
     "recovery-writeback",
@@ -132,19 +138,30 @@ TRIGGER_PROBES = (
     "unbounded-takeover-started",
     "bookie-fenced",
     "unbounded-term-raised",
+    ADD_TRIGGER_PROBE,
 )
 """The probes (bookie_image/probes.py) a triggered step may wait for: those whose fields
-name the bookies involved (the first four: the ensemble being recovered, written back to,
-changed, taken over) or that a bookie reaches itself (fencing, a takeover's term)."""
-
+name the bookies involved (the ensemble being recovered, written back to, changed, taken
+over; the write set an add is sent to) or that a bookie reaches itself (fencing, a
+takeover's term)."""
 
 TRIGGER_TARGETS = ("@0", "@1", "@2", "@self")
-"""Targets relative to the probe: the k-th bookie of the ensemble it names, or the bookie
-that reached it. A partition's ``"grudge": "@split"`` cuts the old writers (the other
-clients) off from every bookie of the ensemble but ``value.nodes``, and the client that
-reached the probe off from ``value.nodes``: each side reaches a different part."""
+"""Targets relative to the probe: the k-th bookie of the ensemble (or write set) it names,
+or the bookie that reached it. A partition's ``"grudge": "@split"`` cuts the old writers
+(the other clients) off from every bookie of the ensemble but ``value.nodes``, and the
+client that reached the probe off from ``value.nodes``: each side reaches a different
+part."""
 
 SPLIT = "@split"
+
+
+def drawn_targets(probe: str, bookies: Sequence[str]) -> tuple[str, ...]:
+    """What a search may aim a step triggered by `probe` at: the bookies of the add's write
+    set for `ADD_TRIGGER_PROBE` (at least two with any WQ a search draws; ``@self`` would
+    be the client), else any relative target or one of `bookies`."""
+    if probe == ADD_TRIGGER_PROBE:
+        return ("@0", "@1")
+    return (*TRIGGER_TARGETS, *bookies)
 
 
 def is_triggered(step: dict[str, Any]) -> bool:

@@ -13,7 +13,8 @@ entry, error), ``checkpoint-failed``, ``registration-failed``, ``journal-stats``
 batches; every 0.5 s while they change), ``stopping``, ``stopped``, ``log-capped``
 (max_bytes: past it, only the rare lifecycle events in ALWAYS_LOGGED are written); and
 ``probe`` (probe, and the probe's fields) for every protocol probe reached
-(bookie_image/probes.py), which the harness counts as coverage.
+(bookie_image/probes.py; a per-add probe only the first time), which the harness counts as
+coverage.
 
 A log is capped at MAX_LOG_BYTES, so a peer that floods protocol errors cannot fill the
 disk the bookie's data shares.

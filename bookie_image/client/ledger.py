@@ -605,11 +605,16 @@ class Writer:
     def _send(self, pending: _PendingAdd) -> None:
         """Send to every bookie of the write set that has not been sent this entry yet."""
         bookies = self.ensemble
+        sent_to = []
         for slot in write_set(pending.entry_id, self.config):
             if pending.sent.get(slot) != bookies[slot]:
                 pending.sent[slot] = bookies[slot]
                 pending.stored.discard(slot)
                 self.ctx.spawn(self._send_one(pending, slot, bookies[slot]))
+                sent_to.append(bookies[slot])
+        if sent_to:  # the sends are spawned, not yet run: nothing has reached a bookie
+            name = self.versioned.metadata.name
+            reach("client-add-sent", ledger=name, entry=pending.entry_id, bookies=sent_to)
 
     async def _send_one(self, pending: _PendingAdd, slot: int, bookie: str) -> None:
         request = AddRequest(

@@ -109,7 +109,7 @@ DEFECTS = (
         "read, not those its write-back moved to when a bookie failed during it",
         "bookie_image/client/recovery.py",
         "closed_at(m, last_entry, last_length), ensembles=writer.versioned.metadata.ensembles",
-        "closed_at(m, last_entry, last_length), ensembles=m.ensembles",
+        "closed_at(m, last_entry, last_length), ensembles=metadata.ensembles",
     ),
     Defect(
         "recovery-add-skips-term: a bookie checks the term of writers' adds but not of "

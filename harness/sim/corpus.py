@@ -41,8 +41,8 @@ from nemesis.schedule import (
     TICKS_PER_S,
     TRIGGER,
     TRIGGER_PROBES,
-    TRIGGER_TARGETS,
     TRIGGERED_KINDS,
+    drawn_targets,
 )
 
 SPARE_BOOKIES = (0, 1, 2)
@@ -172,11 +172,12 @@ class Space:
         return Fault(start, rng.randint(start + 1, ticks), kind, targets, tuple(extra.items()))
 
     def _triggered(self, rng: random.Random, kind: str, ticks: int) -> Fault:
-        target = rng.choice((*TRIGGER_TARGETS, *self.bookies))
+        probe = rng.choice(TRIGGER_PROBES)
+        target = rng.choice(drawn_targets(probe, self.bookies))
         extra = {"grudge": rng.choice(("isolate", SPLIT))} if kind == "partition" else {}
         start = rng.randrange(ticks)
         end = start + rng.randint(1, ticks)
-        return Fault(start, end, kind, (target,), tuple(extra.items()), rng.choice(TRIGGER_PROBES))
+        return Fault(start, end, kind, (target,), tuple(extra.items()), probe)
 
     # -- mutations ---------------------------------------------------------------------------
 

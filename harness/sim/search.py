@@ -32,7 +32,7 @@ from hypothesis.errors import NoSuchExample
 from harness.runtime.sim import SimSpec, run_sim
 from harness.testspec import OP_SHARE_WORKLOADS, PIPELINED_WORKLOADS, SIM_CORRUPT_MODES
 from nemesis.kinds import SIM_NEMESES, START_STOP, TRIGGERED_KINDS
-from nemesis.schedule import SPLIT, TICKS_PER_S, TRIGGER, TRIGGER_PROBES, TRIGGER_TARGETS
+from nemesis.schedule import SPLIT, TICKS_PER_S, TRIGGER, TRIGGER_PROBES, drawn_targets
 
 ANOMALY_PRIORITY = ("lost-append", "truncated-ledger", "divergence", "dirty-read")
 """Which anomaly a search keeps while shrinking when a history shows several: the most
@@ -108,18 +108,19 @@ def _triggered_faults(
     draw: st.DrawFn, nodes: tuple[str, ...], kinds: tuple[str, ...], ticks: int, most: int
 ) -> list[dict[str, Any]]:
     """Faults that start when a probe is next reached after their `at` (a recovery
-    starting, a write-back, an ensemble change, a takeover fencing…), on a bookie that
-    probe names or a fixed one, and stop `hold` later (harness/sim/triggers.py)."""
+    starting, a write-back, an ensemble change, a takeover fencing, an add sent…), on a
+    bookie that probe names or a fixed one, and stop `hold` later (sim/triggers.py)."""
     steps = []
     for _ in range(draw(st.integers(0, most))):
         kind = draw(st.sampled_from(kinds))
-        value: dict[str, Any] = {"nodes": [draw(st.sampled_from((*TRIGGER_TARGETS, *nodes)))]}
+        probe = draw(st.sampled_from(TRIGGER_PROBES))
+        value: dict[str, Any] = {"nodes": [draw(st.sampled_from(drawn_targets(probe, nodes)))]}
         if kind == "partition":
             value["grudge"] = draw(st.sampled_from(("isolate", SPLIT)))
         steps.append(
             {
                 "at": draw(st.integers(0, ticks - 1)) / TICKS_PER_S,
-                TRIGGER: draw(st.sampled_from(TRIGGER_PROBES)),
+                TRIGGER: probe,
                 "f": START_STOP[kind][0],
                 "value": value,
                 "hold": draw(st.integers(1, ticks)) / TICKS_PER_S,

@@ -59,6 +59,15 @@ def test_drawn_and_mutated_tests_are_tests_their_workload_accepts() -> None:
     assert any(f.trigger for t in tests for f in t.faults)
 
 
+def test_the_corpus_draws_power_losses_and_kills_of_a_bookie_an_add_is_sent_to() -> None:
+    """The write-path window: a bookie of the add's write set (never `@self`, the client)
+    loses power or is killed while the add is on its way, the others storing it."""
+    rng = random.Random(0)
+    on_add = [f for f in (SPACE.fault(rng) for _ in range(2000)) if f.trigger == "client-add-sent"]
+    assert {f.kind for f in on_add} >= {"kill", "power-loss"}
+    assert {t for f in on_add for t in f.targets} == {"@0", "@1"}
+
+
 def test_a_fault_renders_as_a_start_and_a_stop_step() -> None:
     fault = Fault(2, 5, "kill", ("b2",))
     spec = Candidate(SimSpec(), (fault,)).to_spec()

@@ -62,6 +62,39 @@ def test_a_triggered_kill_fires_at_its_probe_on_the_bookie_it_names(tmp_path: Pa
     assert restarted["value"]["nodes"] == kill["value"]["nodes"]
 
 
+def test_a_power_loss_triggered_by_an_add_lands_on_a_bookie_of_its_write_set_first(
+    tmp_path: Path,
+) -> None:
+    """Armed 0.2 s in, the power loss lands in the very instant the next add is sent, on
+    the second bookie of its write set, before the add can arrive there (the network has
+    no zero latency; instrumented, the first bookie and the replacement stored that entry
+    and this one never did). The same seed fires on the same add."""
+    sends: list[tuple[float, dict[str, Any]]] = []
+
+    def heard(name: str, fields: dict[str, Any]) -> None:
+        if name == "client-add-sent":
+            sends.append((asyncio.get_running_loop().time(), fields))
+
+    step = _step("client-add-sent", "power-loss", ["@1"])
+    spec = SimSpec(seed=3, time_limit=2.0, bookies=4, takeovers=0.5, schedule=(step,))
+    fired_on = []
+    for run in ("a", "b"):
+        sends.clear()
+        with listening(heard):
+            result = run_sim(spec, tmp_path / run)
+        assert result.results["valid"] is True, result.results["anomaly_types"]
+        lost, done, power_on, _ = _nemesis_ops(tmp_path / run)[:4]
+        assert (lost["f"], done["f"], power_on["f"]) == ("power-loss", "power-loss", "power-on")
+        assert lost["value"]["on"] == "client-add-sent"
+        at = lost["time"] / 1e9
+        fields = next(f for t, f in sends if abs(t - at) < 1e-9)  # the add that fired it
+        (bookie,) = lost["value"]["nodes"]
+        assert bookie == fields["bookies"][1].split(":")[0]
+        assert set(done["value"]["proof"]) == {bookie}
+        fired_on.append((at, fields["ledger"], fields["entry"], bookie))
+    assert fired_on[0] == fired_on[1]
+
+
 def test_a_step_is_armed_by_the_clock_while_the_nemesis_worker_is_busy() -> None:
     """The worker asked at 0 s and is then busy (a restart waiting for its bookie): the
     step armed at 0.2 s still hears a probe reached at 0.3 s and wakes the worker, rather
@@ -119,12 +152,13 @@ def test_triggered_faults_replay_exactly_from_the_seed(tmp_path: Path) -> None:
         ("ledger", _step("recovery-writeback", "pause", ["@1"])),
         ("ledger", _step("bookie-fenced", "power-loss", ["@self"])),
         ("unbounded", _step("unbounded-term-raised", "kill", ["@self"])),
+        ("ledger", _step("client-add-sent", "kill", ["@0"])),
         (
             "unbounded",
             _step("unbounded-takeover-started", "start-partition", ["@0"], grudge="@split"),
         ),
     ],
-    ids=["pause-writeback", "power-loss-fencing", "kill-term", "split-takeover"],
+    ids=["pause-writeback", "power-loss-fencing", "kill-term", "add-kill", "split-takeover"],
 )
 def test_a_correct_build_stays_valid_under_triggered_faults(
     workload: str, step: dict[str, Any], tmp_path: Path

@@ -116,6 +116,19 @@ def test_a_real_process_logs_probes_and_the_harness_counts_them_from_node_logs(
     assert sum(cov.values()) == 4
 
 
+def test_a_real_process_logs_a_per_add_probe_once() -> None:
+    """`client-add-sent` is reached on every add: its log lines would grow with the adds."""
+    assert [name for name, probe in PROBES.items() if probe.per_add] == ["client-add-sent"]
+    stream = io.StringIO()
+    with listening(logged(EventLog(stream).emit)):
+        for entry in range(3):
+            reach("client-add-sent", ledger=1, entry=entry, bookies=["b1", "b2"])
+        reach("bookie-fenced", ledger=1)
+        reach("bookie-fenced", ledger=1)
+    probes = [json.loads(line)["probe"] for line in stream.getvalue().splitlines()]
+    assert probes == ["client-add-sent", "bookie-fenced", "bookie-fenced"]
+
+
 def test_the_user_docs_list_every_probe() -> None:
     docs = (PRODUCT.parent / "docs" / "coverage.md").read_text(encoding="utf-8")
     for name in PROBES:
