@@ -345,6 +345,47 @@ def search(
     return 1 if outcome.found is not None else 0
 
 
+@click.command("search")
+@click.option("--budget", default="60s", show_default=True, help="Each search's budget: 60s, 5m…")
+@click.option(
+    "--jobs",
+    "jobs_list",
+    default=None,
+    help="Comma-separated numbers of jobs, one search each (default: 1 and the CPUs this "
+    "process may use).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every search.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def bench_search(budget: str, jobs_list: str | None, seed: int, as_json: bool) -> None:
+    """The no-hint search on the correct build with 1 and N jobs, one after the other:
+    tests per second and per CPU second of each (harness/bench/search.py)."""
+    from harness.bench import search as bench
+    from harness.cli.farm import farm_space
+    from harness.sim.workers import usable_cpus
+
+    budget_s = parse_budget(budget)
+    try:
+        jobs = tuple(int(n) for n in (jobs_list or f"1,{usable_cpus()}").split(","))
+    except ValueError:
+        jobs = ()
+    if not jobs or min(jobs) < 1:
+        raise UserError(f"--jobs {jobs_list!r}: give numbers of jobs >= 1 like 1,2")
+    figures = bench.run(farm_space(None, ",".join(SIM_NEMESES), ()), budget_s, jobs, seed)
+    if as_json:
+        click.echo(json.dumps(figures, indent=2))
+        return
+    click.echo(
+        f"no-hint search, correct build, seed {seed}, {budget_s:g} s each, {figures['cpus']} cpus"
+    )
+    for run in figures["searches"]:
+        click.echo(
+            f"jobs {run['jobs']:>2}: {run['tests']:>5} tests in {run['wall_s']:g} s = "
+            f"{run['tests_per_s']:g} tests/s (x{run['speedup']:g}), {run['cpu_s']:g} cpu s = "
+            f"{run['tests_per_cpu_s']} tests per cpu s; load before {run['load_before']}; "
+            f"found {run['anomaly'] or 'nothing'}"
+        )
+
+
 def search_base(
     name: str,
     bugs: tuple[str, ...],

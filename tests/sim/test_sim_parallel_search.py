@@ -1,7 +1,7 @@
 """`bkchaos search --jobs N`: the steered search's tests in N worker processes. It finds and
 shrinks a seeded bug, one seed and one N walk the same tests, shrinking takes the step a
 sequential shrinker takes, workers run the code a mutant's copy of the tree holds, and a
-bad N is refused."""
+bad N is refused (by the search and by `bkchaos bench search`)."""
 
 from __future__ import annotations
 
@@ -120,3 +120,12 @@ def test_a_bad_number_of_jobs_exits_254_and_says_what_to_change(
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("jobs", ["0", "1,-1", "two"])
+def test_bench_search_refuses_a_bad_number_of_jobs(
+    jobs: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", "search", "--jobs", jobs])
+    assert exited.value.code == 254 and "--jobs" in capsys.readouterr().err
