@@ -12,7 +12,9 @@ history stops the search; a greedy shrinker then removes what the same anomaly d
 need (faults, BUGGIFY, run length, drawn settings, second targets).
 
 Everything is drawn from one `random.Random(search_seed)`: the same search seed walks the
-same tests, whatever the machine's speed, up to where the budget stops it.
+same tests, whatever the machine's speed, up to where the budget stops it. With workers
+(`jobs`, harness/sim/workers.py) results are offered in the order drawn, so the seed and
+the number of jobs make the walk.
 """
 
 from __future__ import annotations
