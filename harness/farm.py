@@ -46,6 +46,7 @@ from harness.sim.corpus import (
     shrink,
 )
 from harness.sim.search import target_anomaly
+from harness.sim.workers import Inline
 
 VERDICTS = {True: "valid", False: "invalid", "unknown": "unknown"}
 
@@ -221,7 +222,7 @@ def shrink_failures(
         share = left / (len(failures) - i)
         started = time.monotonic()
         failure.shrunk, failure.shrink_steps, failure.shrink_runs = shrink(
-            failure.candidate, failure.anomaly, run, started + share, space
+            failure.candidate, failure.anomaly, Inline(run), started + share, space
         )
         left -= time.monotonic() - started
 

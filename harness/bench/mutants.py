@@ -7,9 +7,10 @@ integer constant off by one, a statement removed (a call whose result is unused)
 skipped (an `if` whose body only raises or returns, never taken) — and a seeded sample of
 them is tried one at a time: the mutated module is written into a *copy* of the source
 tree (the worktree is never touched) and the no-hint `bkchaos search` runs in a child
-process on that copy with a budget. A mutant is caught when the search reports an invalid
-history. Survivors are the list to study: each is an equivalent mutant or a blind spot of
-the workloads, nemeses or checkers.
+process on that copy with a budget (its tests in worker processes on every CPU, `--jobs`:
+they import the copy too, as the child's `PYTHONPATH` and `sys.path` name it first). A
+mutant is caught when the search reports an invalid history. Survivors are the list to
+study: each is an equivalent mutant or a blind spot of the workloads, nemeses or checkers.
 """
 
 from __future__ import annotations
@@ -222,7 +223,9 @@ class MutantResult:
 
 HANG_GRACE_S = 120.0
 """Past twice its budget and this, a mutant's search is stopped: a mutation that makes the
-product spin without moving the simulated clock never reaches the search's budget check."""
+product spin without moving the simulated clock never reaches the budget check of a search
+that runs its tests itself (`--jobs 1`, or storing the find); with workers, the search
+stops a spinning test at its budget's end."""
 
 
 def run_mutant(
@@ -257,7 +260,7 @@ def run_mutant(
                 text=True,
                 timeout=parse_budget(budget) * 2 + HANG_GRACE_S,
             )
-        except subprocess.TimeoutExpired:  # the search checks its budget between tests only
+        except subprocess.TimeoutExpired:  # a test spun in the search's own process
             seconds = round(time.monotonic() - started, 1)
             return MutantResult(mutant, "timed out", None, None, 0, seconds, "search hung")
     seconds = round(time.monotonic() - started, 1)

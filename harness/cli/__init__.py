@@ -106,6 +106,7 @@ LAZY_BENCHES: dict[str, str] = {
     "farm": "harness.cli.farm:bench_farm",
     "harness": "harness.cli.test_all:bench_harness",
     "mutants": "harness.cli.mutants:bench_mutants",
+    "search": "harness.cli.search:bench_search",
     "sim": "harness.cli.sim:bench_sim",
 }
 

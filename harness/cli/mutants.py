@@ -31,6 +31,13 @@ from harness.cli.search import parse_budget
     show_default=True,
     help="Seed of each search (--seed of bkchaos search).",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes of each search (--jobs of bkchaos search; default: the CPUs it "
+    "may use). Mutants are tried one at a time, so this is all the bench runs at once.",
+)
 @click.option("--list", "list_only", is_flag=True, help="List every mutant and stop.")
 @click.option(
     "--defects",
@@ -44,6 +51,7 @@ def bench_mutants(
     seed: int,
     budget: str,
     search_seed: int,
+    jobs: int | None,
     list_only: bool,
     defects: bool,
     as_json: bool,
@@ -64,9 +72,10 @@ def bench_mutants(
         return
     tried = every if defects else bench.sample(every, count, seed)  # type: ignore[arg-type]
     count = len(tried)
+    search_args = ("--seed", str(search_seed), *(("--jobs", str(jobs)) if jobs else ()))
     results = []
     for number, mutant in enumerate(tried, 1):
-        result = bench.run_mutant(root, mutant, budget, ("--seed", str(search_seed)))
+        result = bench.run_mutant(root, mutant, budget, search_args)
         results.append(result)
         if not as_json:
             when = (
@@ -81,7 +90,9 @@ def bench_mutants(
                 err=True,
             )
     summary = bench.summarise(results)
-    summary.update(of=len(every), budget=budget, seed=seed, search_seed=search_seed)
+    summary.update(
+        of=len(every), budget=budget, seed=seed, search_seed=search_seed, jobs=jobs or "cpus"
+    )
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

@@ -161,6 +161,14 @@ def parse_budget(text: str) -> float:
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search itself.")
 @click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="corpus strategy: simulated tests run side by side in N worker processes "
+    "(default: the CPUs this process may use; 1: one at a time in this process). One "
+    "--seed and one --jobs walk the same tests on any machine.",
+)
+@click.option(
     "--strategy",
     type=click.Choice(["corpus", "hypothesis"]),
     default="corpus",
@@ -208,6 +216,7 @@ def search(
     max_triggered: int,
     max_time: float,
     seed: int,
+    jobs: int | None,
     strategy: str,
     buggify: bool,
     store: Path,
@@ -217,6 +226,7 @@ def search(
     """Search simulated fault schedules for an invalid history; shrink and store it."""
     from harness.sim.corpus import Space, steered_search
     from harness.sim.search import search as run_search
+    from harness.sim.workers import usable_cpus
 
     if replay is not None:
         return _replay(replay, store, as_json)
@@ -232,6 +242,12 @@ def search(
             "--max-triggered is for --strategy hypothesis (the corpus strategy draws a third "
             "of its faults triggered by probes); add --strategy hypothesis or leave it out"
         )
+    if jobs not in (None, 1) and strategy != "corpus":
+        raise UserError(
+            "--jobs is for --strategy corpus (the hypothesis strategy runs one test at a "
+            "time); leave it out or give --jobs 1"
+        )
+    jobs = jobs or (usable_cpus() if strategy == "corpus" else 1)
     kinds = _fault_kinds(nemesis)
     base, draw = search_base(
         f"search-{'+'.join(bugs) or 'clean'}",
@@ -268,6 +284,7 @@ def search(
             search_seed=seed,
             max_examples=max_examples,
             on_example=None if shown_quiet else _coverage_progress(),
+            jobs=jobs,
         )
     else:
         outcome = run_search(
@@ -284,6 +301,7 @@ def search(
         )
     summary: dict[str, Any] = {
         "strategy": strategy,
+        "jobs": jobs,
         "bugs": list(bugs),
         "budget_s": budget_s,
         "examples": outcome.examples,
@@ -325,6 +343,47 @@ def search(
             )
         )
     return 1 if outcome.found is not None else 0
+
+
+@click.command("search")
+@click.option("--budget", default="60s", show_default=True, help="Each search's budget: 60s, 5m…")
+@click.option(
+    "--jobs",
+    "jobs_list",
+    default=None,
+    help="Comma-separated numbers of jobs, one search each (default: 1 and the CPUs this "
+    "process may use).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every search.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def bench_search(budget: str, jobs_list: str | None, seed: int, as_json: bool) -> None:
+    """The no-hint search on the correct build with 1 and N jobs, one after the other:
+    tests per second and per CPU second of each (harness/bench/search.py)."""
+    from harness.bench import search as bench
+    from harness.cli.farm import farm_space
+    from harness.sim.workers import usable_cpus
+
+    budget_s = parse_budget(budget)
+    try:
+        jobs = tuple(int(n) for n in (jobs_list or f"1,{usable_cpus()}").split(","))
+    except ValueError:
+        jobs = ()
+    if not jobs or min(jobs) < 1:
+        raise UserError(f"--jobs {jobs_list!r}: give numbers of jobs >= 1 like 1,2")
+    figures = bench.run(farm_space(None, ",".join(SIM_NEMESES), ()), budget_s, jobs, seed)
+    if as_json:
+        click.echo(json.dumps(figures, indent=2))
+        return
+    click.echo(
+        f"no-hint search, correct build, seed {seed}, {budget_s:g} s each, {figures['cpus']} cpus"
+    )
+    for run in figures["searches"]:
+        click.echo(
+            f"jobs {run['jobs']:>2}: {run['tests']:>5} tests in {run['wall_s']:g} s = "
+            f"{run['tests_per_s']:g} tests/s (x{run['speedup']:g}), {run['cpu_s']:g} cpu s = "
+            f"{run['tests_per_cpu_s']} tests per cpu s; load before {run['load_before']}; "
+            f"found {run['anomaly'] or 'nothing'}"
+        )
 
 
 def search_base(

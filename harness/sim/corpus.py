@@ -12,7 +12,9 @@ history stops the search; a greedy shrinker then removes what the same anomaly d
 need (faults, BUGGIFY, run length, drawn settings, second targets).
 
 Everything is drawn from one `random.Random(search_seed)`: the same search seed walks the
-same tests, whatever the machine's speed, up to where the budget stops it.
+same tests, whatever the machine's speed, up to where the budget stops it. With workers
+(`jobs`, harness/sim/workers.py) results are offered in the order drawn, so the seed and
+the number of jobs make the walk.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import random
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ from harness.sim.search import (
     SearchOutcome,
     target_anomaly,
 )
+from harness.sim.workers import Run, Runner, in_order, runner_for
 from harness.testspec import OP_SHARE_WORKLOADS, PIPELINED_WORKLOADS, SIM_CORRUPT_MODES
 from nemesis.schedule import (
     SPLIT,
@@ -52,6 +56,10 @@ FRESH_SHARE = 0.25
 """Share of tests drawn afresh once the corpus holds something (the rest are mutations)."""
 SHRINK_SHARE = 0.25
 """The least share of the budget the shrinker gets, even when the find came late."""
+DRAWN_AHEAD_PER_JOB = 2
+"""Tests drawn ahead of the results offered, per job: enough that a worker that finishes
+finds the next test waiting while a slower one still runs; each is drawn from a corpus that
+many tests behind."""
 
 
 @dataclass(frozen=True)
@@ -322,47 +330,69 @@ def steered_search(
     search_seed: int = 0,
     max_examples: int = 10_000,
     on_example: Progress | None = None,
-    run: Callable[[SimSpec], dict[str, Any]] = run_one,
+    run: Run = run_one,
+    jobs: int = 1,
 ) -> SearchOutcome:
     """Run corpus-steered tests until one is invalid, `budget_s` real seconds pass, or
-    `max_examples` tests ran; then shrink the invalid one (see `shrink`)."""
+    `max_examples` tests ran; then shrink the invalid one (see `shrink`).
+
+    With `jobs` > 1, that many worker processes run the tests (`run` must then be a
+    module-level function) and the shrinker's; the results are offered in the order the
+    tests were drawn, each test drawn once the one `DRAWN_AHEAD_PER_JOB * jobs` places
+    before it was offered: one seed and one number of jobs walk the same tests on any
+    machine. At the budget's end running tests are stopped, not waited for (a test that
+    was not offered is not counted). With one job the driver runs each test itself, and
+    finishes the one it is running when the budget ends."""
     started = time.monotonic()
     rng = random.Random(search_seed)
     corpus = Corpus()
     examples = 0
-    while examples < max_examples and time.monotonic() - started < budget_s:
-        candidate = next_candidate(space, rng, corpus)
-        spec = candidate.to_spec()
-        results = run(spec)
-        examples += 1
-        new = corpus.offer(candidate, features(results))
-        if on_example is not None:
-            on_example(examples, spec, results, new, corpus)
-        if results["valid"] is False:
-            found_at = time.monotonic() - started
-            anomaly = target_anomaly(results["anomaly_types"])
-            shrink_until = started + max(budget_s, found_at + SHRINK_SHARE * budget_s)
-            shrunk, steps, tried = shrink(
-                candidate, anomaly, run, shrink_until, space, max_runs=max_examples - examples
-            )
-            return SearchOutcome(
-                found=shrunk.to_spec(),
-                anomaly=anomaly,
-                examples=examples + tried,
-                seconds_to_find=found_at,
-                seconds_total=time.monotonic() - started,
-                first=spec,
-                shrink_steps=steps,
-                coverage=sorted(corpus.seen),
-            )
+
+    def drawn() -> Iterator[tuple[Candidate, SimSpec]]:
+        for _ in range(max_examples):
+            candidate = next_candidate(space, rng, corpus)
+            yield candidate, candidate.to_spec()
+
+    ahead = 1 if jobs == 1 else DRAWN_AHEAD_PER_JOB * jobs
+    with runner_for(jobs, run) as runner:
+        tests = in_order(runner, drawn(), started + budget_s, _is_invalid, ahead)
+        with closing(tests):
+            for candidate, spec, results in tests:
+                examples += 1
+                new = corpus.offer(candidate, features(results))
+                if on_example is not None:
+                    on_example(examples, spec, results, new, corpus)
+                if _is_invalid(results):
+                    found_at = time.monotonic() - started
+                    break
+            else:
+                return SearchOutcome(
+                    found=None,
+                    anomaly=None,
+                    examples=examples,
+                    seconds_to_find=None,
+                    seconds_total=time.monotonic() - started,
+                    coverage=sorted(corpus.seen),
+                )
+        anomaly = target_anomaly(results["anomaly_types"])
+        shrink_until = started + max(budget_s, found_at + SHRINK_SHARE * budget_s)
+        shrunk, steps, tried = shrink(
+            candidate, anomaly, runner, shrink_until, space, max_runs=max_examples - examples
+        )
     return SearchOutcome(
-        found=None,
-        anomaly=None,
-        examples=examples,
-        seconds_to_find=None,
+        found=shrunk.to_spec(),
+        anomaly=anomaly,
+        examples=examples + tried,
+        seconds_to_find=found_at,
         seconds_total=time.monotonic() - started,
+        first=spec,
+        shrink_steps=steps,
         coverage=sorted(corpus.seen),
     )
+
+
+def _is_invalid(results: dict[str, Any]) -> bool:
+    return results["valid"] is False
 
 
 SHRUNK_SETTINGS = (
@@ -379,7 +409,7 @@ SHRUNK_SETTINGS = (
 def shrink(
     failing: Candidate,
     anomaly: str,
-    run: Callable[[SimSpec], dict[str, Any]],
+    runner: Runner,
     until: float,
     space: Space,
     max_runs: int = 10_000,
@@ -388,20 +418,26 @@ def shrink(
     `max_runs` tests ran or the clock reaches `until`: drop a fault, narrow a fault to one
     target, turn BUGGIFY off, shorten the run, put drawn settings back to the search's own
     (settings the user gave are never touched). The seed stays: another seed is another
-    test. Returns (the simplest test, steps taken, tests run)."""
+    test. Each step takes the first simplification, in `_simpler`'s order, that still
+    shows the anomaly: with several workers trying them side by side, the one a
+    sequential shrinker would take, whichever finished first. Returns (the simplest test,
+    steps taken, tests run up to each step's choice)."""
     steps = tried = 0
     current = failing
+
+    def shows(results: dict[str, Any]) -> bool:
+        return results["valid"] is False and anomaly in results["anomaly_types"]
+
     while time.monotonic() < until and tried < max_runs:
-        for simpler in _simpler(current, space):
-            if time.monotonic() >= until or tried >= max_runs:
+        options = [(simpler, simpler.to_spec()) for simpler in _simpler(current, space)]
+        with closing(in_order(runner, iter(options[: max_runs - tried]), until, shows)) as tests:
+            for simpler, _spec, results in tests:
+                tried += 1
+                if shows(results):
+                    current, steps = simpler, steps + 1
+                    break
+            else:
                 break
-            tried += 1
-            results = run(simpler.to_spec())
-            if results["valid"] is False and anomaly in results["anomaly_types"]:
-                current, steps = simpler, steps + 1
-                break
-        else:
-            break
     return current, steps, tried
 
 
