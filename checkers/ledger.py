@@ -115,8 +115,11 @@ def divergence(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
         others = first.get(ledger, {})
         for a in acked:
             q = at.get(a.entry)
-            seen = (q, content.read) if q is not None else others.get(a.entry)
-            if seen is not None and seen[0] != a.payload:
+            if q is not None:
+                if q != a.payload:
+                    seen = (q, content.read)
+                    yield _diverged(ledger, a.entry, seen, a.payload, "an ok append", a.call)
+            elif (seen := others.get(a.entry)) is not None and seen[0] != a.payload:
                 yield _diverged(ledger, a.entry, seen, a.payload, "an ok append", a.call)
     yield NEXT_PHASE
     for ledger, reads in h.closed.items():
