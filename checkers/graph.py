@@ -33,7 +33,7 @@ from operator import eq, ge, invert
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from checkers.history import Append, Call, History
-from checkers.ledger import Content, authoritative
+from checkers.ledger import Content, authoritative, unmatched
 from checkers.result import Case, case, collect
 from checkers.stream import stream_orders
 
@@ -108,10 +108,14 @@ def _linking_edges(
             a = appends.get(p)
             if a is not None and a.type != "fail":
                 yield a.call, r.call, "wr", (r.ledger, e)
+    missing = unmatched(h, auth)
     for ledger, reads in h.closed.items():
         acked = h.acked.get(ledger, ())
-        for r in reads:
-            at = auth[ledger].at if r is reads[0] else {e: p for e, p in r.entries}
+        yield from (
+            (reads[0].call, a.call, "rw", (ledger, a.entry)) for a in missing.get(ledger, ())
+        )
+        for r in reads[1:]:
+            at = {e: p for e, p in r.entries}
             for a in acked:
                 if at.get(a.entry) != a.payload:
                     yield r.call, a.call, "rw", (ledger, a.entry)

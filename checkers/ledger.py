@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
-from checkers.history import Call, History, Read
+from checkers.history import Append, Call, History, Read
 from checkers.result import NEXT_PHASE, UNKNOWN, Case, case, collect
 
 _PAYLOAD = itemgetter(1)  # of an [entry, payload] pair
@@ -40,30 +40,43 @@ def authoritative(h: History) -> dict[Any, Content]:
     return auth
 
 
+def unmatched(h: History, auth: dict[Any, Content]) -> dict[Any, list[Append]]:
+    """Checked ledger -> its ok appends, in order, whose entry in the authoritative
+    content does not hold their payload: the lost appends, the divergences from the
+    closed read and the graph's rw edges from it are all among these. Computed once per
+    history: comparing every ack with the content is one of the costliest scans."""
+    found = h.memo.get("unmatched")
+    if found is None:
+        found = h.memo["unmatched"] = {}
+        for ledger, acked in h.acked.items():
+            content = auth.get(ledger)
+            if content is not None:
+                at = content.at
+                found[ledger] = [a for a in acked if at.get(a.entry) != a.payload]
+    return found
+
+
 def _entry_reads(h: History) -> Iterator[Read]:
     return (r for r in h.reads if r.entries is not None)
 
 
 def lost_append(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
     """An ok append (L, e, p) where L has authoritative content and p is not at entry e."""
-    for ledger, acked in h.acked.items():
-        content = auth.get(ledger)
-        if content is None:
-            continue
+    for ledger, missing in unmatched(h, auth).items():
+        content = auth[ledger]
         at = content.at
-        for a in acked:
+        for a in missing:
             got = at.get(a.entry)
-            if got != a.payload:
-                there = f"no entry {a.entry}" if got is None else f"{got!r} there"
-                yield case(
-                    f"the append of {a.payload!r} was acknowledged at entry {a.entry} of "
-                    f"ledger {ledger}, but its closed read (op {content.read.call.inv.index}) "
-                    f"has {there}.",
-                    a.call.ops + content.read.call.ops,
-                    ledger=ledger,
-                    entry=a.entry,
-                    payload=a.payload,
-                )
+            there = f"no entry {a.entry}" if got is None else f"{got!r} there"
+            yield case(
+                f"the append of {a.payload!r} was acknowledged at entry {a.entry} of "
+                f"ledger {ledger}, but its closed read (op {content.read.call.inv.index}) "
+                f"has {there}.",
+                a.call.ops + content.read.call.ops,
+                ledger=ledger,
+                entry=a.entry,
+                payload=a.payload,
+            )
 
 
 def truncated_ledger(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
@@ -109,16 +122,17 @@ def divergence(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
             elif seen[0] != p:
                 yield _diverged(r.ledger, e, seen, p, "a read", r.call)
     yield NEXT_PHASE
+    missing = unmatched(h, auth)
     for ledger, acked in h.acked.items():
         content = auth.get(ledger)
         at = content.at if content is not None else {}
         others = first.get(ledger, {})
-        for a in acked:
+        for a in missing[ledger] if content is not None else acked:
             q = at.get(a.entry)
-            if q is not None:
-                if q != a.payload:
-                    seen = (q, content.read)
-                    yield _diverged(ledger, a.entry, seen, a.payload, "an ok append", a.call)
+            if q is not None:  # a content entry, so (unmatched) not a.payload
+                yield _diverged(
+                    ledger, a.entry, (q, content.read), a.payload, "an ok append", a.call
+                )
             elif (seen := others.get(a.entry)) is not None and seen[0] != a.payload:
                 yield _diverged(ledger, a.entry, seen, a.payload, "an ok append", a.call)
     yield NEXT_PHASE
