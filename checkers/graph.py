@@ -33,7 +33,7 @@ from operator import eq, ge, invert
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from checkers.history import Append, Call, History
-from checkers.ledger import Content, authoritative, unmatched
+from checkers.ledger import Content, authoritative, content_order, in_entry_order, unmatched
 from checkers.result import Case, case, collect
 from checkers.stream import stream_orders
 
@@ -60,14 +60,15 @@ class Writers(NamedTuple):
 def ledger_writers(h: History, auth: dict[Any, Content]) -> dict[Any, Writers]:
     """Ledger -> its writers, for ledgers with at least one."""
     appends = h.appends
+    ordered = content_order(h, auth)
     found: dict[Any, Writers] = {}
     for ledger, at in _version_orders(h, auth).items():
         calls: list[Call] = []
         firsts: list[int] = []
         lasts: list[int] = []
         prev: Append | None = None
-        for e in sorted(at):
-            a = appends.get(at[e])
+        entries, apps = ordered[ledger] if ledger in auth else in_entry_order(at, appends)
+        for e, a in zip(entries, apps, strict=True):
             if a is None or a.type == "fail":
                 continue
             if a is not prev:

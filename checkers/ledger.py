@@ -40,6 +40,27 @@ def authoritative(h: History) -> dict[Any, Content]:
     return auth
 
 
+EntryOrder = tuple[list[int], list[Append | None]]
+"""A ledger's entry ids in increasing order, and the first append of each one's payload
+(None: no append carried it)."""
+
+
+def in_entry_order(at: dict[int, str], appends: dict[str, Append]) -> EntryOrder:
+    entries = sorted(at)
+    return entries, list(map(appends.get, map(at.__getitem__, entries)))
+
+
+def content_order(h: History, auth: dict[Any, Content]) -> dict[Any, EntryOrder]:
+    """Checked ledger -> its authoritative content in entry order, with the appends; shared
+    by the stream and graph checkers, which both walk it."""
+    found = h.memo.get("content_order")
+    if found is None:
+        found = h.memo["content_order"] = {
+            ledger: in_entry_order(content.at, h.appends) for ledger, content in auth.items()
+        }
+    return found
+
+
 def unmatched(h: History, auth: dict[Any, Content]) -> dict[Any, list[Append]]:
     """Checked ledger -> its ok appends, in order, whose entry in the authoritative
     content does not hold their payload: the lost appends, the divergences from the
