@@ -119,6 +119,7 @@ class History:
     calls: list[Call] = field(default_factory=list)  # client calls, completion order
     nodes: list[Call] = field(default_factory=list)  # the graph's: appends not failed, ok reads
     appends: dict[str, Append] = field(default_factory=dict)  # payload -> first append
+    failed: set[str] = field(default_factory=set)  # payloads whose first append failed
     acked: dict[Any, list[Append]] = field(default_factory=dict)  # ledger -> ok appends
     reads: list[Read] = field(default_factory=list)  # ok reads and read-lacs, in order
     closed: dict[Any, list[Read]] = field(default_factory=dict)  # ledger -> closed reads
@@ -149,7 +150,7 @@ class History:
 
     def drop_segment(self) -> None:
         """Forget the segment's fields (a cut of a streaming check)."""
-        self.calls, self.nodes, self.appends, self.acked = [], [], {}, {}
+        self.calls, self.nodes, self.appends, self.failed, self.acked = [], [], {}, set(), {}
         self.reads, self.closed, self.streams, self.memo = [], {}, {}, {}
         self.touched = {}
 
@@ -421,6 +422,8 @@ class Indexer:
                     if retired is not None:
                         retired.payload(payload)
                     h.appends[payload] = a
+                    if kind == "fail":
+                        h.failed.add(payload)
                 if kind != "fail":
                     h.nodes.append(call)
             elif f in ("read", "read-lac"):

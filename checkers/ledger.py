@@ -8,14 +8,13 @@ appends never appear in a definition except as payloads that may legitimately be
 from __future__ import annotations
 
 from collections.abc import Iterator
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from checkers.history import Append, Call, History, Read
 from checkers.result import NEXT_PHASE, UNKNOWN, Case, case, collect
 
 _PAYLOAD = itemgetter(1)  # of an [entry, payload] pair
-_A_ENTRY = attrgetter("entry")  # of an Append
 
 
 class Content(NamedTuple):
@@ -102,11 +101,16 @@ def lost_append(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
 
 def truncated_ledger(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
     """L's authoritative last entry id is below the largest e of any ok append on L."""
+    missing, ordered = unmatched(h, auth), content_order(h, auth)
     for ledger, acked in h.acked.items():
         content = auth.get(ledger)
-        if content is None or max(map(_A_ENTRY, acked)) <= content.last:
+        if content is None:
             continue
-        beyond = [a for a in acked if a.entry > content.last]
+        entries = ordered[ledger][0]
+        # an ack beyond the last entry can match the content only if the closed read
+        # returned entries beyond it too; else it is among the unmatched ones
+        maybe = acked if entries and entries[-1] > content.last else missing[ledger]
+        beyond = [a for a in maybe if a.entry > content.last]
         if beyond:
             top = max(beyond, key=lambda a: a.entry)
             yield case(
@@ -201,9 +205,13 @@ def dirty_read(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
 
 def garbage_read(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
     """A read returned a payload that no append in the history ever carried."""
-    appends = h.appends
+    appends, ordered = h.appends, content_order(h, auth)
     for r in _entry_reads(h):
-        if not set(map(_PAYLOAD, r.entries)).difference(appends):  # screen at C speed
+        content = auth.get(r.ledger)
+        if content is not None and r is content.read:  # its appends are looked up already
+            if None not in ordered[r.ledger][1]:
+                continue
+        elif not set(map(_PAYLOAD, r.entries)).difference(appends):  # screen at C speed
             continue
         for e, p in r.entries:
             if p not in appends:
@@ -254,8 +262,7 @@ def duplicate(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
 
 def failed_append_visible(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
     """The payload of an append that completed `fail` appears in a read."""
-    appends = h.appends
-    failed = {p for p, a in appends.items() if a.type == "fail"}
+    appends, failed = h.appends, h.failed
     for r in _entry_reads(h):
         if failed.isdisjoint(map(_PAYLOAD, r.entries)):  # screen at C speed
             continue
