@@ -8,13 +8,14 @@ appends never appear in a definition except as payloads that may legitimately be
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
 from checkers.history import Append, Call, History, Read
 from checkers.result import NEXT_PHASE, UNKNOWN, Case, case, collect
 
-_PAYLOAD = itemgetter(1)  # of an [entry, payload] pair
+_ENTRY, _PAYLOAD = itemgetter(0), itemgetter(1)  # of an [entry, payload] pair
 
 
 class Content(NamedTuple):
@@ -230,8 +231,25 @@ def duplicate(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
     where: dict[str, tuple[Any, int, Call]] = {}
     clashes: list[tuple[tuple[Any, int, Call], tuple[Any, int, Call], str]] = []
     get = where.get
+    whole: set[Any] = set()  # ledgers whose closed read put every payload where it has it
     for r in _entry_reads(h):
         ledger, call = r.ledger, r.call
+        first_clash = len(clashes)
+        payloads = list(map(_PAYLOAD, r.entries))
+        if len(set(payloads)) == len(payloads):  # distinct: the same cases, at C speed
+            known = {p: where[p] for p in filter(where.__contains__, payloads)}
+            if known:
+                entry_of = dict(zip(payloads, map(_ENTRY, r.entries), strict=True))
+                for p, there in known.items():
+                    if there[1] != entry_of[p] or there[0] != ledger:
+                        clashes.append((there, (ledger, entry_of[p], call), p))
+            places = zip(repeat(ledger), map(_ENTRY, r.entries), repeat(call))
+            where.update(zip(payloads, places, strict=True))
+            where.update(known)  # the first place seen stays
+            content = auth.get(ledger)
+            if content is not None and r is content.read and len(clashes) == first_clash:
+                whole.add(ledger)
+            continue
         for e, p in r.entries:
             there = get(p)
             if there is None:
@@ -239,7 +257,10 @@ def duplicate(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
             elif there[1] != e or there[0] != ledger:
                 clashes.append((there, (ledger, e, call), p))
     read_clashes = len(clashes)
+    missing = unmatched(h, auth)
     for ledger, acked in h.acked.items():
+        if ledger in whole and not missing[ledger]:
+            continue  # each ack's payload is where the closed read put it: no clash
         for a in acked:
             there = get(a.payload)
             if there is None:
