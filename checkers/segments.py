@@ -102,7 +102,7 @@ def index_segments(
             segment_lines is not None
             and indexer.line - start >= segment_lines
             and indexer.busy == 0
-            and all(ledger in h.closed for ledger in h.touched)
+            and len(h.closed) == len(h.touched)  # closed ⊆ touched: every one closed
         ):
             segments.fold(h)
             indexer.cut()
