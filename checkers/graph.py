@@ -28,11 +28,12 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from collections.abc import Iterator
-from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from itertools import compress, islice, pairwise
+from operator import eq, ge, invert
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from checkers.history import Append, Call, History
-from checkers.ledger import Content, authoritative
+from checkers.ledger import Content, authoritative, content_order, in_entry_order, unmatched
 from checkers.result import Case, case, collect
 from checkers.stream import stream_orders
 
@@ -42,40 +43,80 @@ if TYPE_CHECKING:  # loaded when the graph is built: `import checkers` stays lig
 Edge = tuple[Call, Call, str, tuple[Any, ...]]  # from, to, kind, what it rests on
 
 
-def data_edges(h: History, auth: dict[Any, Content]) -> Iterator[Edge]:
-    """ww, wr and rw edges, each with the (ledger, entry…) it rests on."""
+class Writers(NamedTuple):
+    """A ledger's writers in its version order: appends not failed, a run of entries
+    carrying one append's payload counted once, with the run's first and last entry."""
+
+    calls: list[Call]
+    firsts: list[int]
+    lasts: list[int]
+
+    def ww(self, ledger: Any, i: int) -> Edge:
+        """The ww edge from writer i to writer i + 1."""
+        why = (ledger, self.lasts[i], ledger, self.firsts[i + 1])
+        return self.calls[i], self.calls[i + 1], "ww", why
+
+
+def ledger_writers(h: History, auth: dict[Any, Content]) -> dict[Any, Writers]:
+    """Ledger -> its writers, for ledgers with at least one."""
     appends = h.appends
-    firsts: dict[Any, tuple[Append, int]] = {}  # ledger -> its first writer and entry
-    lasts: dict[Any, tuple[Append, int]] = {}
+    ordered = content_order(h, auth)
+    found: dict[Any, Writers] = {}
     for ledger, at in _version_orders(h, auth).items():
+        calls: list[Call] = []
+        firsts: list[int] = []
+        lasts: list[int] = []
         prev: Append | None = None
-        prev_e = -1
-        for e in sorted(at):
-            a = appends.get(at[e])
+        entries, apps = ordered[ledger] if ledger in auth else in_entry_order(at, appends)
+        for e, a in zip(entries, apps, strict=True):
             if a is None or a.type == "fail":
                 continue
-            if prev is None:
-                firsts[ledger] = (a, e)
-            elif prev is not a:
-                yield prev.call, a.call, "ww", (ledger, prev_e, ledger, e)
-            prev, prev_e = a, e
-        if prev is not None:
-            lasts[ledger] = (prev, prev_e)
+            if a is not prev:
+                calls.append(a.call)
+                firsts.append(e)
+                lasts.append(e)
+                prev = a
+            else:
+                lasts[-1] = e
+        if calls:
+            found[ledger] = Writers(calls, firsts, lasts)
+    return found
+
+
+def data_edges(h: History, auth: dict[Any, Content]) -> Iterator[Edge]:
+    """ww, wr and rw edges, each with the (ledger, entry…) it rests on."""
+    writers = ledger_writers(h, auth)
+    for ledger, w in writers.items():
+        for i in range(len(w.calls) - 1):
+            yield w.ww(ledger, i)
+    yield from _linking_edges(h, auth, writers)
+
+
+def _linking_edges(
+    h: History, auth: dict[Any, Content], writers: dict[Any, Writers]
+) -> Iterator[Edge]:
+    """The data edges other than ww within a ledger: ww from a stream ledger's last
+    writer to the next ledger's first, wr, and rw."""
+    appends = h.appends
     for ledgers in stream_orders(h, auth).values():
-        linked = [ledger for ledger in ledgers if ledger in firsts]
+        linked = [ledger for ledger in ledgers if ledger in writers]
         for before, after in pairwise(linked):
-            (a, e1), (b, e2) = lasts[before], firsts[after]
-            yield a.call, b.call, "ww", (before, e1, after, e2)
+            w, x = writers[before], writers[after]
+            yield w.calls[-1], x.calls[0], "ww", (before, w.lasts[-1], after, x.firsts[0])
     for r in h.reads:
         if r.entries:
             e, p = max(r.entries)
             a = appends.get(p)
             if a is not None and a.type != "fail":
                 yield a.call, r.call, "wr", (r.ledger, e)
+    missing = unmatched(h, auth)
     for ledger, reads in h.closed.items():
         acked = h.acked.get(ledger, ())
-        for r in reads:
-            at = auth[ledger].at if r is reads[0] else {e: p for e, p in r.entries}
+        yield from (
+            (reads[0].call, a.call, "rw", (ledger, a.entry)) for a in missing.get(ledger, ())
+        )
+        for r in reads[1:]:
+            at = {e: p for e, p in r.entries}
             for a in acked:
                 if at.get(a.entry) != a.payload:
                     yield r.call, a.call, "rw", (ledger, a.entry)
@@ -296,26 +337,37 @@ def _cycle_case(
 
 
 def graph_anomalies(h: History) -> tuple[dict[str, list[Case]], dict[str, int]]:
-    """Dependency cycles by name (sorted), and the sizes of what was looked at."""
+    """Dependency cycles by name (sorted), and the sizes of what was looked at.
+
+    The ww edges within a ledger (nearly all of them) stay implicit, as its writers'
+    keys: backward ones are found by comparing neighbours, and only those inside a span
+    are built, in the order `data_edges` gives them."""
     auth = authoritative(h)
-    edges: list[Edge] = []
-    backward: list[tuple[int, int]] = []
-    for edge in data_edges(h, auth):
-        edges.append(edge)
-        if edge[0].key >= edge[1].key:
-            backward.append((edge[1].key, edge[0].key))
+    writers = ledger_writers(h, auth)
+    keys = {ledger: [c.key for c in w.calls] for ledger, w in writers.items()}
+    links = list(_linking_edges(h, auth, writers))
+    backward = [(v.key, u.key) for u, v, _, _ in links if u.key >= v.key]
+    for ks in keys.values():
+        for i in compress(range(len(ks) - 1), map(ge, ks, islice(ks, 1, None))):
+            backward.append((ks[i + 1], ks[i]))
     spans = _merge(backward)
     eligible = h.nodes
-    keys = [c.key for c in eligible]  # increasing: calls are in completion order
-    window_of: dict[int, int] = {}
+    eligible_keys = [c.key for c in eligible]  # increasing: calls are in completion order
+    window_of: dict[int, int] = {}  # key -> its span's number
     members: list[list[Call]] = []
     for n, (lo, hi) in enumerate(spans):
-        members.append(eligible[bisect.bisect_left(keys, lo) : bisect.bisect_right(keys, hi)])
-        window_of.update((c.inv.index, n) for c in members[-1])
+        lo_at = bisect.bisect_left(eligible_keys, lo)
+        members.append(eligible[lo_at : bisect.bisect_right(eligible_keys, hi)])
+        window_of.update(dict.fromkeys(eligible_keys[lo_at : lo_at + len(members[-1])], n))
     inside: list[list[Edge]] = [[] for _ in spans]
-    for edge in edges:
-        n = window_of.get(edge[0].inv.index)
-        if n is not None and window_of.get(edge[1].inv.index) == n:
+    for ledger, ks in keys.items():
+        # outside every span, a key maps to its own negative: no two neighbours match
+        windows = list(map(window_of.get, ks, map(invert, ks)))
+        for i in compress(range(len(ks) - 1), map(eq, windows, islice(windows, 1, None))):
+            inside[windows[i]].append(writers[ledger].ww(ledger, i))
+    for edge in links:
+        n = window_of.get(edge[0].key)
+        if n is not None and window_of.get(edge[1].key) == n:
             inside[n].append(edge)
     import networkx as nx
 
@@ -329,7 +381,8 @@ def graph_anomalies(h: History) -> tuple[dict[str, list[Case]], dict[str, int]]:
             cycle = shortest_cycle(g, calls, component)
             name, c = _cycle_case(g, calls, cycle, auth)
             found.setdefault(name, []).append(c)
-    sizes = {"nodes": len(eligible), "data_edges": len(edges), "windows": len(spans)}
+    ww_edges = sum(len(ks) - 1 for ks in keys.values())
+    sizes = {"nodes": len(eligible), "data_edges": ww_edges + len(links), "windows": len(spans)}
     sizes["window_nodes"] = sum(map(len, members))
     return dict(sorted(found.items())), sizes
 

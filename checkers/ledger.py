@@ -8,14 +8,14 @@ appends never appear in a definition except as payloads that may legitimately be
 from __future__ import annotations
 
 from collections.abc import Iterator
-from operator import attrgetter, itemgetter
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, NamedTuple
 
-from checkers.history import Call, History, Read
+from checkers.history import Append, Call, History, Read
 from checkers.result import NEXT_PHASE, UNKNOWN, Case, case, collect
 
-_PAYLOAD = itemgetter(1)  # of an [entry, payload] pair
-_A_ENTRY = attrgetter("entry")  # of an Append
+_ENTRY, _PAYLOAD = itemgetter(0), itemgetter(1)  # of an [entry, payload] pair
 
 
 class Content(NamedTuple):
@@ -40,39 +40,78 @@ def authoritative(h: History) -> dict[Any, Content]:
     return auth
 
 
+EntryOrder = tuple[list[int], list[Append | None]]
+"""A ledger's entry ids in increasing order, and the first append of each one's payload
+(None: no append carried it)."""
+
+
+def in_entry_order(at: dict[int, str], appends: dict[str, Append]) -> EntryOrder:
+    entries = sorted(at)
+    return entries, list(map(appends.get, map(at.__getitem__, entries)))
+
+
+def content_order(h: History, auth: dict[Any, Content]) -> dict[Any, EntryOrder]:
+    """Checked ledger -> its authoritative content in entry order, with the appends; shared
+    by the stream and graph checkers, which both walk it."""
+    found = h.memo.get("content_order")
+    if found is None:
+        found = h.memo["content_order"] = {
+            ledger: in_entry_order(content.at, h.appends) for ledger, content in auth.items()
+        }
+    return found
+
+
+def unmatched(h: History, auth: dict[Any, Content]) -> dict[Any, list[Append]]:
+    """Checked ledger -> its ok appends, in order, whose entry in the authoritative
+    content does not hold their payload: the lost appends, the divergences from the
+    closed read and the graph's rw edges from it are all among these. Computed once per
+    history: comparing every ack with the content is one of the costliest scans."""
+    found = h.memo.get("unmatched")
+    if found is None:
+        found = h.memo["unmatched"] = {}
+        for ledger, acked in h.acked.items():
+            content = auth.get(ledger)
+            if content is not None:
+                at = content.at
+                found[ledger] = [a for a in acked if at.get(a.entry) != a.payload]
+    return found
+
+
 def _entry_reads(h: History) -> Iterator[Read]:
     return (r for r in h.reads if r.entries is not None)
 
 
 def lost_append(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
     """An ok append (L, e, p) where L has authoritative content and p is not at entry e."""
-    for ledger, acked in h.acked.items():
-        content = auth.get(ledger)
-        if content is None:
-            continue
+    for ledger, missing in unmatched(h, auth).items():
+        content = auth[ledger]
         at = content.at
-        for a in acked:
+        for a in missing:
             got = at.get(a.entry)
-            if got != a.payload:
-                there = f"no entry {a.entry}" if got is None else f"{got!r} there"
-                yield case(
-                    f"the append of {a.payload!r} was acknowledged at entry {a.entry} of "
-                    f"ledger {ledger}, but its closed read (op {content.read.call.inv.index}) "
-                    f"has {there}.",
-                    a.call.ops + content.read.call.ops,
-                    ledger=ledger,
-                    entry=a.entry,
-                    payload=a.payload,
-                )
+            there = f"no entry {a.entry}" if got is None else f"{got!r} there"
+            yield case(
+                f"the append of {a.payload!r} was acknowledged at entry {a.entry} of "
+                f"ledger {ledger}, but its closed read (op {content.read.call.inv.index}) "
+                f"has {there}.",
+                a.call.ops + content.read.call.ops,
+                ledger=ledger,
+                entry=a.entry,
+                payload=a.payload,
+            )
 
 
 def truncated_ledger(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
     """L's authoritative last entry id is below the largest e of any ok append on L."""
+    missing, ordered = unmatched(h, auth), content_order(h, auth)
     for ledger, acked in h.acked.items():
         content = auth.get(ledger)
-        if content is None or max(map(_A_ENTRY, acked)) <= content.last:
+        if content is None:
             continue
-        beyond = [a for a in acked if a.entry > content.last]
+        entries = ordered[ledger][0]
+        # an ack beyond the last entry can match the content only if the closed read
+        # returned entries beyond it too; else it is among the unmatched ones
+        maybe = acked if entries and entries[-1] > content.last else missing[ledger]
+        beyond = [a for a in maybe if a.entry > content.last]
         if beyond:
             top = max(beyond, key=lambda a: a.entry)
             yield case(
@@ -109,14 +148,18 @@ def divergence(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
             elif seen[0] != p:
                 yield _diverged(r.ledger, e, seen, p, "a read", r.call)
     yield NEXT_PHASE
+    missing = unmatched(h, auth)
     for ledger, acked in h.acked.items():
         content = auth.get(ledger)
         at = content.at if content is not None else {}
         others = first.get(ledger, {})
-        for a in acked:
+        for a in missing[ledger] if content is not None else acked:
             q = at.get(a.entry)
-            seen = (q, content.read) if q is not None else others.get(a.entry)
-            if seen is not None and seen[0] != a.payload:
+            if q is not None:  # a content entry, so (unmatched) not a.payload
+                yield _diverged(
+                    ledger, a.entry, (q, content.read), a.payload, "an ok append", a.call
+                )
+            elif (seen := others.get(a.entry)) is not None and seen[0] != a.payload:
                 yield _diverged(ledger, a.entry, seen, a.payload, "an ok append", a.call)
     yield NEXT_PHASE
     for ledger, reads in h.closed.items():
@@ -163,9 +206,13 @@ def dirty_read(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
 
 def garbage_read(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
     """A read returned a payload that no append in the history ever carried."""
-    appends = h.appends
+    appends, ordered = h.appends, content_order(h, auth)
     for r in _entry_reads(h):
-        if not set(map(_PAYLOAD, r.entries)).difference(appends):  # screen at C speed
+        content = auth.get(r.ledger)
+        if content is not None and r is content.read:  # its appends are looked up already
+            if None not in ordered[r.ledger][1]:
+                continue
+        elif not set(map(_PAYLOAD, r.entries)).difference(appends):  # screen at C speed
             continue
         for e, p in r.entries:
             if p not in appends:
@@ -184,8 +231,25 @@ def duplicate(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
     where: dict[str, tuple[Any, int, Call]] = {}
     clashes: list[tuple[tuple[Any, int, Call], tuple[Any, int, Call], str]] = []
     get = where.get
+    whole: set[Any] = set()  # ledgers whose closed read put every payload where it has it
     for r in _entry_reads(h):
         ledger, call = r.ledger, r.call
+        first_clash = len(clashes)
+        payloads = list(map(_PAYLOAD, r.entries))
+        if len(set(payloads)) == len(payloads):  # distinct: the same cases, at C speed
+            known = {p: where[p] for p in filter(where.__contains__, payloads)}
+            if known:
+                entry_of = dict(zip(payloads, map(_ENTRY, r.entries), strict=True))
+                for p, there in known.items():
+                    if there[1] != entry_of[p] or there[0] != ledger:
+                        clashes.append((there, (ledger, entry_of[p], call), p))
+            places = zip(repeat(ledger), map(_ENTRY, r.entries), repeat(call))
+            where.update(zip(payloads, places, strict=True))
+            where.update(known)  # the first place seen stays
+            content = auth.get(ledger)
+            if content is not None and r is content.read and len(clashes) == first_clash:
+                whole.add(ledger)
+            continue
         for e, p in r.entries:
             there = get(p)
             if there is None:
@@ -193,7 +257,10 @@ def duplicate(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
             elif there[1] != e or there[0] != ledger:
                 clashes.append((there, (ledger, e, call), p))
     read_clashes = len(clashes)
+    missing = unmatched(h, auth)
     for ledger, acked in h.acked.items():
+        if ledger in whole and not missing[ledger]:
+            continue  # each ack's payload is where the closed read put it: no clash
         for a in acked:
             there = get(a.payload)
             if there is None:
@@ -216,8 +283,7 @@ def duplicate(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
 
 def failed_append_visible(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
     """The payload of an append that completed `fail` appears in a read."""
-    appends = h.appends
-    failed = {p for p, a in appends.items() if a.type == "fail"}
+    appends, failed = h.appends, h.failed
     for r in _entry_reads(h):
         if failed.isdisjoint(map(_PAYLOAD, r.entries)):  # screen at C speed
             continue

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from checkers.history import Append, History
-from checkers.ledger import Content, authoritative
+from checkers.ledger import Content, authoritative, content_order
 from checkers.result import Case, case, collect
 
 
@@ -35,14 +35,15 @@ def realtime_order(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
     Scans each stream backwards keeping the earliest-completed ok append seen so far, so
     each b is compared with the one witness that matters: linear in the content size.
     """
-    appends = h.appends
+    ordered = content_order(h, auth)
     for (stream, _), ledgers in stream_orders(h, auth).items():
         witness: Append | None = None
         for ledger in reversed(ledgers):
-            for e, p in sorted(auth[ledger].at.items(), reverse=True):
-                b = appends.get(p)
+            entries, writers = ordered[ledger]
+            for e, b in zip(reversed(entries), reversed(writers), strict=True):
                 if b is None:
                     continue
+                p = b.payload
                 if witness is not None and witness.call.done.index < b.call.inv.index:
                     a = witness
                     yield case(

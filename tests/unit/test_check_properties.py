@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import random
+from typing import Any
 
 import networkx as nx
 import pytest
@@ -14,8 +15,9 @@ from hypothesis import strategies as st
 
 from checkers import check, index_history
 from checkers.graph import data_edges
-from checkers.history import ops_from_dicts
-from checkers.ledger import authoritative
+from checkers.history import History, ops_from_dicts
+from checkers.ledger import authoritative, duplicate, lost_append, truncated_ledger
+from checkers.result import NEXT_PHASE
 from tests.helpers.histories import MUTATIONS, Ops, histories, renumber, rich_history
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -109,3 +111,51 @@ def test_each_mutation_applies_to_a_rich_history(name: str) -> None:
     mutated = MUTATIONS[name](rich_history(), random.Random(0))
     assert mutated is not None
     assert name in check(mutated)["anomaly_types"]
+
+
+# -- the ledger finders' shortcuts against one plain scan per definition
+
+
+def _plain_duplicates(h: History) -> list[tuple[Any, ...]]:
+    """Oracle: every read entry, then every ok append, placed one by one."""
+    where: dict[str, tuple[Any, int, int]] = {}
+    found: list[tuple[Any, ...]] = []
+    placed = [
+        (r.ledger, e, p, r.call.inv.index) for r in h.reads if r.entries for e, p in r.entries
+    ]
+    placed += [(a.ledger, a.entry, a.payload, a.call.inv.index) for acked in h.acked.values()
+               for a in acked]  # fmt: skip
+    for ledger, e, p, op in placed:
+        there = where.setdefault(p, (ledger, e, op))
+        if there[:2] != (ledger, e):
+            found.append((p, there, (ledger, e)))
+    return found
+
+
+def _plain_lost_and_truncated(h: History) -> tuple[list[tuple[Any, int]], list[Any]]:
+    """Oracle: every ok append against its ledger's closed content."""
+    auth = authoritative(h)
+    lost, truncated = [], []
+    for ledger, acked in h.acked.items():
+        if ledger in auth:
+            lost += [(ledger, a.entry) for a in acked if auth[ledger].at.get(a.entry) != a.payload]
+            if any(a.entry > auth[ledger].last for a in acked):
+                truncated.append(ledger)
+    return lost, truncated
+
+
+@SETTINGS
+@given(histories, st.lists(st.sampled_from(sorted(MUTATIONS)), max_size=3), st.randoms())
+def test_ledger_finder_shortcuts_find_what_one_plain_scan_finds(
+    ops: Ops, names: list[str], rng: random.Random
+) -> None:
+    for name in names:
+        ops = MUTATIONS[name](copy.deepcopy(ops), rng) or ops
+    h = index_history(ops_from_dicts(ops))
+    auth = authoritative(h)
+    cases = [(c["payload"], (*c["first"], c["ops"][0]), (c["ledger"], c["entry"]))
+             for c in duplicate(h, auth) if c is not NEXT_PHASE]  # fmt: skip
+    assert cases == _plain_duplicates(h)
+    lost, truncated = _plain_lost_and_truncated(h)
+    assert [(c["ledger"], c["entry"]) for c in lost_append(h, auth)] == lost
+    assert [c["ledger"] for c in truncated_ledger(h, auth)] == truncated

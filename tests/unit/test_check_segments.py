@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkers import CHECKERS, check, compose, index_history, synthesize
-from checkers.history import Entangled, ops_from_dicts
+from checkers.history import Digests, Entangled, ops_from_dicts
 from checkers.segments import index_segments
 from tests.helpers.corpus import REAL_RUNS, edge_cases
 from tests.helpers.histories import MUTATIONS, Ops, synthesized
@@ -83,6 +83,26 @@ def test_a_reference_across_a_cut_starts_again_without_cuts() -> None:
     assert "duplicate" in result["anomaly_types"]
     assert "garbage-read" not in result["anomaly_types"]
     assert json.dumps(result) == whole(ops)
+
+
+def test_retired_payload_digests_hold_exactly_what_was_added() -> None:
+    digests = Digests()
+    digests.update(f"p{n}" for n in range(0, 20_000, 2))  # grows the table several times
+    assert digests.count == 10_000
+    assert all(f"p{n}" in digests for n in range(0, 20_000, 2))
+    assert not any(f"p{n}" in digests for n in range(1, 20_000, 2))
+
+
+def test_a_digest_collision_only_costs_a_check_without_cuts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every payload colliding with a retired one: the check starts again without cuts
+    and finds what the whole-history check finds, nothing more."""
+    ops = list(synthesize(3, ops=300, epochs=3, ledgers=2, read_fraction=0.2))
+    monkeypatch.setattr(Digests, "__contains__", lambda self, payload: self.count > 0)
+    with pytest.raises(Entangled):
+        index_segments(ops_from_dicts(ops), 1)
+    assert streamed(ops, 1) == whole(ops)
 
 
 @pytest.mark.parametrize("name", sorted(edge_cases()))
