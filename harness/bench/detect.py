@@ -139,16 +139,14 @@ protocol event, not a clock beat, decides when it lands (nemesis/triggers.py).""
 
 TRIGGERED_EXPOSERS: dict[str, dict[str, Any]] = {
     "recovery-unknown-as-negative": {"schedule": RECOVERY_KILLS},
-    # Racing recoveries disagree on a ledger's end when one of its bookies dies between
-    # their reads: a kill as the race's first recovery starts puts it there, where a kill
-    # on a beat meets a race only as often as the machine runs ops.
-    "metadata-blind-write": {"schedule": RECOVERY_KILLS},
 }
 """What the runtimes that fire faults on protocol probes (`TRIGGER_RUNTIMES`: the
 simulation, the local runtime) run instead of an exposer's own clock-beat faults, for the
 bugs whose window opens at a protocol event, so that the catch does not hinge on the
-machine's speed. Measured in docs/performance.md ("Exposers measured where they were not
-tuned", "Exposers triggered by recoveries on real processes")."""
+machine's speed. Not `metadata-blind-write`: its racers disagree over an add that reached
+one bookie of its write set and not the other, which a kill while writers append makes
+(a beat does); killing as a race's first recovery starts caught it less often (measured
+in docs/performance.md, "Exposers triggered by recoveries on real processes")."""
 
 
 RUNTIMES = ("sim", "local", "docker")
