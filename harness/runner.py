@@ -8,6 +8,7 @@ interrupted run still writes and checks what it recorded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import shutil
@@ -28,6 +29,7 @@ from harness.report import try_write_report
 from harness.runtime import make_cluster
 from harness.runtime.local import LocalCluster
 from harness.runtime.ownership import controller_id
+from harness.runtime.probe_tail import following_probes, local_triggered_faults
 from harness.store import (
     RUN_RECORD,
     collect_logs,
@@ -45,6 +47,7 @@ from nemesis.kinds import PLUGIN_KINDS
 from nemesis.net import PacketNemesis, PartitionNemesis, parsed_packet
 from nemesis.process import KillNemesis, PauseNemesis
 from nemesis.schedule import FaultCycle, ScheduleReplay, Targets
+from nemesis.triggers import TriggeredFaults
 from workloads import make_workload
 
 log = logging.getLogger("bkchaos.runner")
@@ -102,7 +105,12 @@ def _nemesis(cluster: Any, seed: int) -> Composed:
 
 
 def _cluster_schedule(spec: TestSpec, cluster: Any) -> Generator | None:
-    """The run's fault schedule, aimed at the nodes of a real cluster."""
+    """The run's fault schedule, aimed at the nodes of a real cluster (on the local
+    runtime, with the steps a protocol probe triggers: harness/runtime/probe_tail.py)."""
+    if isinstance(cluster, LocalCluster) and (
+        triggered := local_triggered_faults(spec.schedule, cluster)
+    ):
+        return triggered
     if spec.targets in ("zk", "client"):  # docker and ssh only (TestSpec refuses the rest)
         pool = tuple(n.name for n in cluster.with_role(spec.targets))
     else:
@@ -201,7 +209,9 @@ def _run_cluster(
                 bookie_names={b.id: b.name for b in cluster.bookies},
                 wait_for_cluster=_wait_until_serving(cluster),
             )
-            asyncio.run(_with_progress(controller, history, on_progress))
+            if isinstance(schedule, TriggeredFaults):  # armed on the run's clock
+                schedule.wake, schedule.now = controller.nudge, history.elapsed_s
+            asyncio.run(_with_progress(controller, history, on_progress, cluster))
         except KeyboardInterrupt:
             interrupted = True
             log.warning("interrupted: healing and tearing down")
@@ -251,14 +261,25 @@ async def _with_progress(
     controller: Controller,
     history: HistoryWriter,
     on_progress: Callable[[RunCounters, float], None],
+    cluster: Any,
 ) -> None:
+    """Run the controller, reporting progress, and following the nodes' probes while it
+    runs if its faults wait for them."""
+
     async def report() -> None:
         while True:
             on_progress(controller.counters, history.elapsed_s())
             await asyncio.sleep(0.5)
 
+    faults = controller.fault_schedule
+    following = (
+        following_probes(cluster, faults, history.elapsed_s, asyncio.get_running_loop())
+        if isinstance(faults, TriggeredFaults)
+        else contextlib.nullcontext()
+    )
     reporter = asyncio.create_task(report())
     try:
-        await controller.run()
+        with following:
+            await controller.run()
     finally:
         reporter.cancel()

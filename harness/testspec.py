@@ -23,7 +23,7 @@ from nemesis.kinds import (
     SIM_CLIENT_TARGET_KINDS,
 )
 from nemesis.net import packet_destinations, parsed_packet
-from nemesis.schedule import check_steps, schedule_kinds
+from nemesis.schedule import TRIGGER_RUNTIMES, check_steps, schedule_kinds
 
 WORKLOADS = tuple(workload_registry.WORKLOADS)
 """The workloads' names (workloads/__init__.py declares each with its factory)."""
@@ -275,7 +275,7 @@ class TestSpec:
                 self.schedule,
                 self.bookie_names(),
                 self.client_names(),
-                triggered=self.runtime == "sim",
+                triggered=self.runtime in TRIGGER_RUNTIMES,
             )
         except ValueError as exc:
             raise UserError(f"{exc}; fix the schedule file or draw a new one") from None

@@ -6,7 +6,7 @@ choices come from the nemesis's own seeded rng and all timing from the run's clo
 seed replays the same schedule. `ScheduleReplay` plays back an explicit list of steps
 (`TestSpec.schedule`, e.g. drawn by `nemesis.strategies.fault_schedules`) exactly.
 
-A schedule may also hold *triggered* steps (simulation only; harness/sim/triggers.py):
+A schedule may also hold *triggered* steps (`TRIGGER_RUNTIMES`; nemesis/triggers.py):
 ``{"at": s, "on": probe, "f": start op, "value": {"nodes": [...]}, "hold": s}`` is armed
 at ``at`` and starts its fault when the protocol next reaches ``probe`` (a recovery
 starting, a write-back, an ensemble change, a takeover fencing a bookie, an add on its
@@ -154,6 +154,10 @@ part."""
 
 SPLIT = "@split"
 
+TRIGGER_RUNTIMES = ("sim", "local")
+"""Where triggered steps replay: the simulation hears probes in-process, the local runtime
+follows the `probe` lines of its nodes' logs (harness/runtime/probe_tail.py)."""
+
 
 def drawn_targets(probe: str, bookies: Sequence[str]) -> tuple[str, ...]:
     """What a search may aim a step triggered by `probe` at: the bookies of the add's write
@@ -180,7 +184,7 @@ def check_steps(
     A step is `{"at": seconds after the run starts, "f": op, "value": {"nodes": [...]}}`;
     steps come in time order and name their targets, so a replay needs no randomness.
     Packet steps may also shape `clients` (a client's link to a bookie, `value.to`).
-    With `triggered` (the simulation) a step may instead wait for a probe (see above).
+    With `triggered` (`TRIGGER_RUNTIMES`) a step may instead wait for a probe (see above).
     """
     last = 0.0
     for i, step in enumerate(steps):
@@ -188,8 +192,8 @@ def check_steps(
         if is_triggered(step):
             if not triggered:
                 raise ValueError(
-                    f"{where}: a step triggered by a probe ('{TRIGGER}') replays only in the "
-                    "simulation (--runtime sim)"
+                    f"{where}: a step triggered by a probe ('{TRIGGER}') replays only on "
+                    f"--runtime {' or '.join(TRIGGER_RUNTIMES)}"
                 )
             _check_triggered(where, step, nodes)
         elif not isinstance(step, dict) or set(step) != {"at", "f", "value"}:
@@ -265,7 +269,7 @@ class ScheduleReplay(Generator):
         if self.start is None:
             self.start = ctx.time
         while self.position < len(self.steps) and is_triggered(self.steps[self.position]):
-            self.position += 1  # not on the clock: harness/sim/triggers.py fires it
+            self.position += 1  # not on the clock: nemesis/triggers.py fires it
         if self.position >= len(self.steps):
             return None
         due = self.start + self.steps[self.position]["at"]

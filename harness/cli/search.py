@@ -338,8 +338,8 @@ def search(
             + (
                 f"replay on containers: {summary['replay']}"
                 if summary["replay"]
-                else "replay on containers: none (BUGGIFY and probe-triggered faults exist "
-                "only in the simulation)"
+                else "replay on containers: none (BUGGIFY exists only in the simulation, "
+                "probe-triggered faults there and on --runtime local)"
             )
         )
     return 1 if outcome.found is not None else 0

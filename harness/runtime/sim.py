@@ -40,11 +40,12 @@ from harness.sim.cluster import SimCluster
 from harness.sim.loop import CURRENT_NODE, SimLoop
 from harness.sim.nemesis import SimNemesis
 from harness.sim.net import Network
-from harness.sim.triggers import TriggeredFaults, triggered_steps
+from harness.sim.triggers import SimTriggerView
 from harness.testspec import TestSpec
 from nemesis.base import Composed
 from nemesis.kinds import PLUGIN_KINDS, RUNTIME_NEMESES
-from nemesis.schedule import ScheduleReplay, is_triggered, schedule_kinds
+from nemesis.schedule import TRIGGER_RUNTIMES, ScheduleReplay, is_triggered, schedule_kinds
+from nemesis.triggers import TriggeredFaults, triggered_steps
 from workloads import WORKLOADS
 
 SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workload starts
@@ -94,12 +95,13 @@ class SimSpec(TestSpec):
         """This test as `bkchaos test --runtime RUNTIME` replays it on real nodes: the same
         workload, rate, seed and schedule, for at least `REPLAY_MIN_S` (real faults take
         real time: a docker power loss about 3 s). A schedule with faults triggered by
-        probes replays only in the simulation: then RUNTIME is `sim`; one with a fault
-        RUNTIME cannot inject replays on the first of `local` and `sim` that can."""
+        probes, or with a fault RUNTIME cannot inject, replays on the first of `local` and
+        `sim` that can (triggered steps replay only there: `TRIGGER_RUNTIMES`)."""
         kinds = set(schedule_kinds(self.schedule))
-        if any(is_triggered(step) for step in self.schedule):
-            runtime = "sim"
-        elif not kinds <= set(RUNTIME_NEMESES[runtime]):
+        triggered = any(is_triggered(step) for step in self.schedule)
+        if (triggered and runtime not in TRIGGER_RUNTIMES) or not kinds <= set(
+            RUNTIME_NEMESES[runtime]
+        ):
             runtime = "local" if kinds <= set(RUNTIME_NEMESES["local"]) else "sim"
         return dataclasses.replace(
             self.as_test(), runtime=runtime, time_limit=max(REPLAY_MIN_S, self.time_limit)
@@ -136,7 +138,7 @@ def run_sim(
     By default `spec.workload` runs with its default settings and `spec.schedule` is
     replayed; a `bkchaos test --runtime sim` run passes its own workload and seeded fault
     schedule, and its TestSpec as the `test_json` to record (so it replays as a real run
-    would). Steps of `spec.schedule` triggered by probes (harness/sim/triggers.py) fire
+    would). Steps of `spec.schedule` triggered by probes (nemesis/triggers.py) fire
     whichever generator drives the clock-driven faults. `on_progress`
     hears of every completed op, with the simulated time (it schedules nothing in the
     simulated loop, so a seed replays the same with or without it)."""
@@ -200,7 +202,7 @@ def run_sim(
             ]
         )
         if triggered := triggered_steps(spec.schedule):
-            faults = triggers = TriggeredFaults(cluster, triggered, faults)
+            faults = triggers = TriggeredFaults(SimTriggerView(cluster), triggered, faults)
         try:
             with HistoryWriter(history_path, clock=lambda: round(loop.time() * 1e9)) as history:
                 controller = functools.partial(

@@ -67,7 +67,7 @@ class Fault:
     """One drawn fault: its start and stop (in ticks of 1/TICKS_PER_S s), kind, targets
     and the extra fields of its start step (corruption mode, packet shaping). With a
     `trigger` (a probe) it is armed at `start`, fires when the probe is next reached and
-    holds for `end - start` ticks (harness/sim/triggers.py): one step, not two."""
+    holds for `end - start` ticks (nemesis/triggers.py): one step, not two."""
 
     start: int
     end: int

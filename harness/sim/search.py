@@ -12,7 +12,8 @@ A schedule is the `TestSpec.schedule` format (`{"at", "f", "value": {"nodes": [.
 steps in time order) with the real nemeses' op names (harness/sim/nemesis.py): each drawn
 fault is a start step and a later stop step, so a shrunk schedule also replays with
 `bkchaos test --schedule` on a real runtime — unless it holds faults triggered by probes
-(`max_triggered`, harness/sim/triggers.py), which replay only in the simulation.
+(`max_triggered`, nemesis/triggers.py), which replay only in the simulation and on
+the local runtime (`nemesis.schedule.TRIGGER_RUNTIMES`).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def _triggered_faults(
 ) -> list[dict[str, Any]]:
     """Faults that start when a probe is next reached after their `at` (a recovery
     starting, a write-back, an ensemble change, a takeover fencing, an add sent…), on a
-    bookie that probe names or a fixed one, and stop `hold` later (sim/triggers.py)."""
+    bookie that probe names or a fixed one, and stop `hold` later (nemesis/triggers.py)."""
     steps = []
     for _ in range(draw(st.integers(0, most))):
         kind = draw(st.sampled_from(kinds))

@@ -18,9 +18,9 @@ from core.generator import Context, Pending
 from harness.errors import UserError
 from harness.runtime.sim import SimSpec, run_sim
 from harness.sim.search import sim_tests
-from harness.sim.triggers import TriggeredFaults
 from harness.testspec import TestSpec
 from nemesis.schedule import check_steps
+from nemesis.triggers import TriggeredFaults
 
 pytestmark = pytest.mark.sim
 
@@ -102,7 +102,7 @@ def test_a_step_is_armed_by_the_clock_while_the_nemesis_worker_is_busy() -> None
     clock = {"now": 0.0}
     woken: list[bool] = []
     faults = TriggeredFaults(
-        cluster=None,  # type: ignore[arg-type]  # not aimed here: only heard
+        view=None,  # type: ignore[arg-type]  # not aimed here: only heard
         steps=(_step("recovery-started", "kill", ["@0"]),),
         wake=lambda: woken.append(True),
         now=lambda: clock["now"],
@@ -172,14 +172,15 @@ def test_a_correct_build_stays_valid_under_triggered_faults(
         )
 
 
-def test_triggered_steps_replay_only_in_the_simulation() -> None:
+def test_triggered_steps_replay_only_where_probes_are_heard() -> None:
     step = _step("recovery-started", "kill", ["@0"])
     check_steps([step], ["b1", "b2", "b3"], triggered=True)
-    with pytest.raises(ValueError, match=r"only in the\s+simulation"):
+    with pytest.raises(ValueError, match="--runtime sim or local"):
         check_steps([step], ["b1", "b2", "b3"])
-    with pytest.raises(UserError, match="--runtime sim"):
-        TestSpec(runtime="local", schedule=(step,))
-    assert TestSpec(runtime="sim", schedule=(step,)).nemesis == ("kill",)
+    with pytest.raises(UserError, match="--runtime sim or local"):
+        TestSpec(runtime="docker", schedule=(step,))
+    for runtime in ("sim", "local"):
+        assert TestSpec(runtime=runtime, schedule=(step,)).nemesis == ("kill",)
     for bad, says in [
         ({**step, "on": "no-such-probe"}, "'on' must be one of"),
         ({**step, "f": "wipe"}, "'f' must be one of"),
@@ -199,7 +200,9 @@ def test_the_search_draws_triggered_faults() -> None:
     TestSpec(runtime="sim", bookies=4, schedule=spec.schedule)  # a schedule the CLI accepts
 
 
-def test_a_test_with_triggered_faults_replays_in_the_simulation() -> None:
+def test_a_test_with_triggered_faults_replays_where_probes_trigger_faults() -> None:
     spec = SimSpec(schedule=(_step("recovery-started", "kill", ["@0"]),))
-    assert spec.as_replay("docker").runtime == "sim"
+    assert spec.as_replay("docker").runtime == "local"
+    split = _step("unbounded-takeover-started", "start-partition", ["@0"], grudge="@split")
+    assert SimSpec(schedule=(split,)).as_replay("docker").runtime == "sim"
     assert SimSpec().as_replay("docker").runtime == "docker"

@@ -1,0 +1,118 @@
+"""The runtime-neutral parts of faults triggered by probes (nemesis/triggers.py) and the
+local runtime's reading of probe lines (harness/runtime/probe_tail.py)."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.generator import Context, Pending
+from harness.runtime.probe_tail import LogFollower, ProbeLine, parse_probe
+from nemesis.triggers import TriggeredFaults, resolve_targets
+
+BOOKIES = {"b1", "b2", "b3"}
+
+
+def test_a_probe_line_gives_its_name_fields_and_clock() -> None:
+    line = json.dumps(
+        {"ts": 12.5, "event": "probe", "probe": "recovery-started", "bookies": ["h:1", "h:2"]}
+    )
+    assert parse_probe(line) == ProbeLine("recovery-started", {"bookies": ["h:1", "h:2"]}, 12.5)
+    fenced = parse_probe(b'{"ts": 1, "event": "probe", "bookie": "h:1", "probe": "bookie-fenced"}')
+    assert fenced == ProbeLine("bookie-fenced", {"bookie": "h:1"}, 1.0)
+
+
+def test_other_lines_are_no_probes() -> None:
+    for line in (
+        '{"ts": 1, "event": "ready", "probe": "recovery-started"}',
+        '{"ts": 1, "event": "probe", "probe": "recovery-st',  # cut short
+        "Traceback (most recent call last):",
+        '{"event": "probe", "probe": "recovery-started"}',  # no clock
+        "[1, 2]",
+    ):
+        assert parse_probe(line) is None, line
+
+
+def test_targets_are_named_from_the_probe() -> None:
+    ensemble = ["b2", "b3", "b1"]
+    assert resolve_targets(["@0"], ensemble, "c1", BOOKIES) == ["b2"]
+    assert resolve_targets(["@2", "b3"], ensemble, "c1", BOOKIES) == ["b1", "b3"]
+    assert resolve_targets(["@self"], [], "b3", BOOKIES) == ["b3"]
+
+
+def test_targets_that_name_no_bookie_or_one_twice_cannot_be_hit() -> None:
+    assert resolve_targets(["@2"], ["b1", "b2"], "c1", BOOKIES) is None  # no such member
+    assert resolve_targets(["@self"], [], "c1", BOOKIES) is None  # a client reached it
+    assert resolve_targets(["@0", "b1"], ["b1"], "c1", BOOKIES) is None
+
+
+@dataclass
+class _View:
+    down: set[str] = field(default_factory=set)
+
+    def bookie_names(self) -> dict[str, str]:
+        return {f"h:{name[1]}": name for name in sorted(BOOKIES)}
+
+    def clients(self) -> list[str]:
+        return ["c1", "c2"]
+
+    def hittable(self, node: str) -> bool:
+        return node not in self.down
+
+    def startable(self, node: str) -> bool:
+        return True
+
+
+def _faults(view: _View, clock: dict[str, float], late_s: float | None) -> TriggeredFaults:
+    step = {"at": 0.0, "on": "recovery-started", "f": "kill", "value": {"nodes": ["@1"]}}
+    return TriggeredFaults(view, ({**step, "hold": 0.5},), now=lambda: clock["now"], late_s=late_s)
+
+
+def _ask(faults: TriggeredFaults, at: float) -> Any:
+    return faults.op(Context(at, "nemesis", random.Random(0)))
+
+
+def test_a_reach_fires_on_the_bookie_it_names_with_its_timing() -> None:
+    clock = {"now": 1.0}
+    faults = _faults(_View(), clock, late_s=0.2)
+    assert isinstance(_ask(faults, 0.0), Pending)
+    timing = {"node": "c2", "written_s": 0.99, "read_s": 1.0}
+    faults.on_probe("recovery-started", {"bookies": ["h:3", "h:1"]}, "c2", timing)
+    op = _ask(faults, 1.05)
+    assert op == {
+        "f": "kill",
+        "value": {"nodes": ["b1"], "on": "recovery-started", "probe_timing": timing},
+    }
+    assert isinstance(_ask(faults, 1.5), Pending)  # held 0.5 s from when it fired
+    assert _ask(faults, 1.55) == {"f": "restart", "value": {"nodes": ["b1"]}}
+
+
+def test_a_reach_picked_up_late_or_aimed_at_a_down_bookie_waits_for_the_next() -> None:
+    clock = {"now": 1.0}
+    view = _View(down={"b1"})
+    faults = _faults(view, clock, late_s=0.2)
+    _ask(faults, 0.0)
+    faults.on_probe("recovery-started", {"bookies": ["h:3", "h:1"]}, "c2")
+    assert isinstance(_ask(faults, 1.1), Pending) and faults.armed  # b1 is down
+    faults.on_probe("recovery-started", {"bookies": ["h:3", "h:2"]}, "c2")
+    assert isinstance(_ask(faults, 1.5), Pending)  # the worker came 0.5 s after the reach
+    assert faults.missed == 1 and faults.armed and not faults.fired
+
+
+def test_a_log_is_followed_from_its_end_by_whole_lines(tmp_path: Path) -> None:
+    log = tmp_path / "agent.log"
+    log.write_bytes(b"written before the run\n")
+    follower = LogFollower(log)
+    try:
+        assert follower.lines() == []
+        with log.open("ab") as out:
+            out.write(b"one\ntw")
+            out.flush()
+            assert follower.lines() == [b"one"]
+            out.write(b"o\n")
+        assert follower.lines() == [b"two"]
+    finally:
+        follower.close()
