@@ -290,6 +290,12 @@ async def _fence(
     first, bookies = metadata.last_ensemble
     config = quorum_of(metadata)
     lac = first - 1  # entries before the last fragment were confirmed when it was created
+    if metadata.noops:
+        # ... and those before a recorded no-op when its term began. Its piggybacked LAC
+        # is only the one frozen when it was written (`_truncating_noop`), so without this
+        # a recovery could start before it, stop at a failed takeover's leftover no-op
+        # there and truncate the recorded one.
+        lac = max(lac, max(metadata.noops) - 1)
     fenced: set[int] = set()
     unusable: set[int] = set()  # answered nothing, or something that does not fence
     requests = {

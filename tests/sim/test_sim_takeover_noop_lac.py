@@ -49,6 +49,44 @@ def test_the_shrunk_wipe_and_full_disk_under_racing_takeovers_stay_valid(tmp_pat
     assert run.results["valid"] is True, run.results["anomaly_types"]
 
 
+LEFTOVER_THEN_RECORDED = {
+    "workload": "unbounded",
+    "bookies": 4,
+    "concurrency": 16,
+    "id_bits": 64,
+    "pipeline": 1,
+    "write_quorum": 3,
+    "ack_quorum": 2,
+    "takeovers": 0.5,
+    "writer_crashes": 0.0,
+    "buggify": True,
+    "seed": 22963,
+    "time_limit": 2.5,
+    "schedule": (
+        {
+            "at": 0.5,
+            "f": "start-packet",
+            "value": {"nodes": ["b3"], "to": ["b1", "b2"], "delay_ms": 200},
+        },
+        {"at": 0.9, "f": "start-packet", "value": {"nodes": ["b2"], "to": ["b3"], "delay_ms": 100}},
+        {"at": 1.3, "f": "stop-packet", "value": {"nodes": ["b2"]}},
+        {"at": 1.4, "f": "stop-packet", "value": {"nodes": ["b3"]}},
+    ),
+}
+"""What `bkchaos search --workload unbounded --bug unbounded-no-truncate --nemesis packet`
+shrank (2026-11-27) once the no-op carried the frozen LAC alone, here without the bug: a
+failed takeover left a no-op at 9 that a later takeover completed before recording its
+own at 10; with no LAC of 9 on the no-op at 10, the next recovery started at 8, stopped at
+the leftover no-op and truncated the recorded one, which a reader had seen under LAC 10
+(`lac-beyond-end`). Recovery now starts no lower than the last recorded no-op."""
+
+
+def test_a_recovery_never_starts_before_the_last_recorded_noop(tmp_path: Path) -> None:
+    spec = SimSpec(name="search-replay", **LEFTOVER_THEN_RECORDED)  # type: ignore[arg-type]
+    run = run_sim(spec, tmp_path)
+    assert run.results["valid"] is True, run.results["anomaly_types"]
+
+
 class _Bookies:
     """Every bookie stores every add; the requests are kept."""
 
