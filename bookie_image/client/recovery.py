@@ -227,14 +227,21 @@ async def _start_term(
 async def _truncating_noop(ctx: ClientContext, writer: Writer, entry_id: int, length: int) -> None:
     """Write the no-op that ends a term at ``entry_id``, with the truncate flag, to every
     bookie of the last fragment; each must store it. A bookie that missed it may hold an
-    old term's entry in its place, which a reader asking it first would get."""
+    old term's entry in its place, which a reader asking it first would get.
+
+    Its piggybacked LAC is the one recovery froze at fencing, as on the write-back, never
+    ``entry_id - 1``: the entries recovered in between are on an ack quorum only of the
+    write-back's ensemble, which no metadata records until the ledger is closed or
+    reopened. Were the takeover to fail after some bookies stored the no-op, a reader
+    would learn a LAC from them that the metadata's bookies cannot back, and the next
+    recovery, reading those bookies, could end the ledger before it."""
     if pause := buggify.delay("recovery-writeback-delay"):
         await asyncio.sleep(pause)
     metadata = writer.versioned.metadata
     data = encode_entry(
         wire_id(metadata, ctx.bugs),
         entry_id,
-        entry_id - 1,
+        writer.frozen_lac,
         length,
         NOOP,
         metadata.digest,
@@ -283,6 +290,12 @@ async def _fence(
     first, bookies = metadata.last_ensemble
     config = quorum_of(metadata)
     lac = first - 1  # entries before the last fragment were confirmed when it was created
+    if metadata.noops:
+        # ... and those before a recorded no-op when its term began. Its piggybacked LAC
+        # is only the one frozen when it was written (`_truncating_noop`), so without this
+        # a recovery could start before it, stop at a failed takeover's leftover no-op
+        # there and truncate the recorded one.
+        lac = max(lac, max(metadata.noops) - 1)
     fenced: set[int] = set()
     unusable: set[int] = set()  # answered nothing, or something that does not fence
     requests = {

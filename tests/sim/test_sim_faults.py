@@ -366,7 +366,10 @@ SHRUNK: dict[str, tuple[dict[str, Any], str, tuple[dict[str, Any], ...]]] = {
             "write_quorum": 3,
             "ack_quorum": 2,
             "time_limit": 0.5,
-            "seed": 1,
+            # The search shrank it at seed 1; since the truncating no-op carries the frozen
+            # LAC (docs/bugs.md) seed 1 no longer reaches it, seed 4 does, with and without
+            # that change (of seeds 0-11: 1 and 4 before, 4 after; clean twins all valid).
+            "seed": 4,
         },
         "lost-append",
         (
