@@ -102,26 +102,6 @@ def test_a_mutant_s_search_runs_its_tests_on_the_mutated_copy() -> None:
     assert result.outcome == "caught", result
 
 
-@pytest.mark.parametrize(
-    ("args", "says"),
-    [
-        (["--jobs", "0"], "--jobs"),
-        (["--jobs", "-2"], "--jobs"),
-        (["--jobs", "two"], "--jobs"),
-        (["--jobs", "2", "--strategy", "hypothesis"], "--jobs is for --strategy corpus"),
-    ],
-)
-def test_a_bad_number_of_jobs_exits_254_and_says_what_to_change(
-    args: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(["search", *args, "--store", str(tmp_path)])
-    assert exited.value.code == 254
-    err = capsys.readouterr().err
-    assert says in err and "Traceback" not in err
-    assert not list(tmp_path.iterdir())
-
-
 @pytest.mark.parametrize("jobs", ["0", "1,-1", "two"])
 def test_bench_search_refuses_a_bad_number_of_jobs(
     jobs: str, capsys: pytest.CaptureFixture[str]

@@ -183,6 +183,10 @@ def test_a_search_with_a_spare_bookie_draws_faults_on_it() -> None:
         (["--bug", "no-such-bug"], "no-such-bug"),
         (["--nemesis", "power-loss,flood"], "unknown: flood"),
         (["--max-triggered", "1"], "--max-triggered is for --strategy hypothesis"),
+        (["--jobs", "0"], "--jobs"),
+        (["--jobs", "-2"], "--jobs"),
+        (["--jobs", "two"], "--jobs"),
+        (["--jobs", "2", "--strategy", "hypothesis"], "--jobs is for --strategy corpus"),
     ],
 )
 def test_bad_search_arguments_exit_254_and_say_what_to_change(
