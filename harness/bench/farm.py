@@ -15,6 +15,7 @@ import os
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +59,18 @@ def draw(space: Space, tests: int, seed: int) -> list[dict[str, Any]]:
     ]
 
 
-def run(space: Space, tests: int = 64, batch_size: int = 8, seed: int = 0) -> dict[str, Any]:
-    """The figures (see the module doc). `overhead` is the CPU the farm on one slot
-    (`local[1]`: driver, JVM, Python workers) spends beyond the same tests run in one
-    process, as a fraction of the tests' own CPU time; `overhead_wall` the same from
-    wall time, which a loaded machine blurs."""
-    from harness.cli.farm import start_spark
-
+def run(
+    space: Space,
+    start_spark: Callable[[str, Path], Any],
+    tests: int = 64,
+    batch_size: int = 8,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The figures (see the module doc). `start_spark(master, workdir)` gives the farm's
+    SparkSession for a master (the CLI's, so the bench farms as `bkchaos farm` does).
+    `overhead` is the CPU the farm on one slot (`local[1]`: driver, JVM, Python workers)
+    spends beyond the same tests run in one process, as a fraction of the tests' own CPU
+    time; `overhead_wall` the same from wall time, which a loaded machine blurs."""
     batch = draw(space, tests, seed)
     load_before = round(os.getloadavg()[0], 2)
     in_process(batch[:2])  # warm-up: the first simulation in a process imports the rest
@@ -78,7 +84,7 @@ def run(space: Space, tests: int = 64, batch_size: int = 8, seed: int = 0) -> di
     per_master: dict[str, dict[str, Any]] = {}
     for master in MASTERS:
         with tempfile.TemporaryDirectory(prefix="bkchaos-bench-farm-") as workdir:
-            session, _ = start_spark(master, QUIET, "auto", Path(workdir))
+            session = start_spark(master, Path(workdir))
             try:
                 runner = SparkRunner(session.sparkContext, batch_size)
                 t0 = time.perf_counter()

@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bookie_image import bugs as seeded_bugs
 from harness.cli.analyze import _conf, _spark
-from harness.cli.search import _fault_kinds, parse_budget, search_base, space_options
+from harness.cli.search import no_hint_space, parse_budget, space_options
 from harness.errors import UserError
 from harness.testspec import WORKLOADS
 from nemesis.kinds import SIM_NEMESES
@@ -27,36 +26,6 @@ next, so one slow batch idles fewer slots at the round's end."""
 FLUSH_ROWS = 20_000
 """Rows kept on the driver before they are appended to the store's Parquet: few files
 per night, and a driver's memory that does not grow with the farm."""
-
-
-def farm_space(
-    workload: str | None,
-    nemesis: str,
-    bug_names: tuple[str, ...],
-    buggify: bool = True,
-    max_faults: int = 3,
-    max_time: float = 3.0,
-) -> Space:
-    """The no-hint search's space (`bkchaos search` with no workload settings given), for
-    the workload, fault kinds and seeded bugs asked for."""
-    from harness.sim.corpus import Space
-
-    try:
-        bugs = tuple(sorted(seeded_bugs.parse(",".join(bug_names))))
-    except seeded_bugs.UnknownBugError as exc:
-        raise UserError(str(exc)) from None
-    if max_faults < 1:
-        raise UserError("--max-faults must be >= 1")
-    base, draw = search_base(f"farm-{'+'.join(bugs) or 'clean'}", bugs, workload)
-    return Space(
-        base,
-        workloads=(workload,) if workload else WORKLOADS,
-        kinds=_fault_kinds(nemesis),
-        draw=draw,
-        buggify=buggify,
-        max_time=max_time,
-        max_faults=max_faults,
-    )
 
 
 def start_spark(
@@ -162,7 +131,7 @@ def farm(
     Rows (one per test) land in STORE/farm/night=DATE/ as Parquet, which `bkchaos analyze`
     reads. Exit 1 if a test failed."""
     budget_s = parse_budget(budget)
-    space = farm_space(workload, nemesis, bug_names, buggify, max_faults, max_time)
+    space = no_hint_space(workload, nemesis, bug_names, buggify, max_faults, max_time)
     summary = run(
         space,
         master=master,
@@ -327,7 +296,12 @@ def bench_farm(tests: int, batch_size: int, seed: int, as_json: bool) -> None:
     from harness.bench import farm as bench
 
     _spark()
-    f = bench.run(farm_space(None, ",".join(SIM_NEMESES), ()), tests, batch_size, seed)
+
+    def started(master: str, workdir: Path) -> Any:
+        return start_spark(master, bench.QUIET, "auto", workdir)[0]
+
+    space = no_hint_space(None, ",".join(SIM_NEMESES), ())
+    f = bench.run(space, started, tests, batch_size, seed)
     if as_json:
         click.echo(json.dumps(f, indent=2))
         return

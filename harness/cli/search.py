@@ -30,6 +30,7 @@ from nemesis.kinds import SIM_NEMESES
 
 if TYPE_CHECKING:
     from harness.runtime.sim import SimSpec
+    from harness.sim.corpus import Space
 
 WORKLOAD_SETTINGS = (
     *("workload", "bookies", "concurrency", "id_bits", "pipeline", "write_quorum", "ack_quorum"),
@@ -360,7 +361,6 @@ def bench_search(budget: str, jobs_list: str | None, seed: int, as_json: bool) -
     """The no-hint search on the correct build with 1 and N jobs, one after the other:
     tests per second and per CPU second of each (harness/bench/search.py)."""
     from harness.bench import search as bench
-    from harness.cli.farm import farm_space
     from harness.sim.workers import usable_cpus
 
     budget_s = parse_budget(budget)
@@ -370,7 +370,7 @@ def bench_search(budget: str, jobs_list: str | None, seed: int, as_json: bool) -
         jobs = ()
     if not jobs or min(jobs) < 1:
         raise UserError(f"--jobs {jobs_list!r}: give numbers of jobs >= 1 like 1,2")
-    figures = bench.run(farm_space(None, ",".join(SIM_NEMESES), ()), budget_s, jobs, seed)
+    figures = bench.run(no_hint_space(None, ",".join(SIM_NEMESES), ()), budget_s, jobs, seed)
     if as_json:
         click.echo(json.dumps(figures, indent=2))
         return
@@ -384,6 +384,37 @@ def bench_search(budget: str, jobs_list: str | None, seed: int, as_json: bool) -
             f"{run['tests_per_cpu_s']} tests per cpu s; load before {run['load_before']}; "
             f"found {run['anomaly'] or 'nothing'}"
         )
+
+
+def no_hint_space(
+    workload: str | None,
+    nemesis: str,
+    bug_names: tuple[str, ...],
+    buggify: bool = True,
+    max_faults: int = 3,
+    max_time: float = 3.0,
+) -> Space:
+    """The no-hint search's space (`bkchaos search` with no workload settings given), for
+    the workload, fault kinds and seeded bugs asked for: what `bkchaos farm` and the
+    benches draw from."""
+    from harness.sim.corpus import Space
+
+    try:
+        bugs = tuple(sorted(seeded_bugs.parse(",".join(bug_names))))
+    except seeded_bugs.UnknownBugError as exc:
+        raise UserError(str(exc)) from None
+    if max_faults < 1:
+        raise UserError("--max-faults must be >= 1")
+    base, draw = search_base(f"farm-{'+'.join(bugs) or 'clean'}", bugs, workload)
+    return Space(
+        base,
+        workloads=(workload,) if workload else WORKLOADS,
+        kinds=_fault_kinds(nemesis),
+        draw=draw,
+        buggify=buggify,
+        max_time=max_time,
+        max_faults=max_faults,
+    )
 
 
 def search_base(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from checkers.spark.farm import read_rows, tables, write_rows
-from harness.cli.farm import farm_space
+from harness.cli.search import no_hint_space
 from harness.farm import SparkRunner, farm_row, run_farm, spec_from_json
 from harness.runtime.sim import run_sim
 
@@ -23,7 +23,7 @@ TEST_FIELDS = ("farm", "night", "test", "round", "spec")
 
 
 def test_a_farm_row_replays_locally_to_the_same_history_bytes(spark: Any, tmp_path: Path) -> None:
-    space = farm_space("ledger", "kill,wipe,partition", (), max_time=1.0)
+    space = no_hint_space("ledger", "kill,wipe,partition", (), max_time=1.0)
     made: list[dict[str, Any]] = []
     run_farm(
         space,

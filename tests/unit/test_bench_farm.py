@@ -7,13 +7,13 @@ import subprocess
 import sys
 
 from harness.bench.farm import draw, tree_cpu_s
-from harness.cli.farm import farm_space
+from harness.cli.search import no_hint_space
 from harness.farm import spec_from_json
 from nemesis.kinds import SIM_NEMESES
 
 
 def test_every_master_gets_the_same_draw_of_the_farm_s_space() -> None:
-    space = farm_space(None, ",".join(SIM_NEMESES), ())
+    space = no_hint_space(None, ",".join(SIM_NEMESES), ())
     tests = draw(space, 8, seed=4)
     assert tests == draw(space, 8, seed=4)
     assert [t["test"] for t in tests] == list(range(8))
