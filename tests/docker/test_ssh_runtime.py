@@ -95,7 +95,7 @@ def test_a_short_run_under_process_network_disk_and_clock_faults_checks_valid(
         bookies=3,
         clients=1,
         schedule=SSH_FAULTS,
-        time_limit=45,
+        time_limit=30,
         concurrency=4,
         rate=50,
         seed=11,

@@ -76,7 +76,7 @@ def test_every_local_fault_overlapping_keeps_a_clean_build_valid_and_counts_its_
     7 of the 7 kinds."""
     store, schedule = tmp_path / "store", tmp_path / "schedule.json"
     schedule.write_text(json.dumps(EVERY_LOCAL_FAULT))
-    args = ["--schedule", str(schedule), "--time-limit", "60", "--seed", "11"]
+    args = ["--schedule", str(schedule), "--time-limit", "45", "--seed", "11"]
     done = _run(store, *args, "--concurrency", "4", timeout=300)
     run_dir = (store / "latest").resolve()
     results = json.loads((run_dir / "results.json").read_text())
