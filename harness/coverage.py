@@ -16,7 +16,17 @@ from typing import Any
 
 from bookie_image.probes import PROBES, coverage
 
-__all__ = ["count_logs", "coverage_view", "reached", "unreached"]
+__all__ = ["count_logs", "coverage_view", "probe_event", "reached", "unreached"]
+
+
+def probe_event(line: bytes | str) -> dict[str, Any] | None:
+    """The `probe` event a node's log line holds, or None for any other line (another
+    event, a traceback, a line cut short)."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and event.get("event") == "probe" else None
 
 
 def count_logs(logs_dir: Path) -> dict[str, int]:
@@ -27,13 +37,7 @@ def count_logs(logs_dir: Path) -> dict[str, int]:
     for log in sorted(logs_dir.glob("*/*.log")):
         with log.open(encoding="utf-8", errors="replace") as lines:
             for line in lines:
-                if '"probe"' not in line:
-                    continue
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict) and event.get("event") == "probe":
+                if '"probe"' in line and (event := probe_event(line)) is not None:
                     name = event.get("probe")
                     if name in PROBES:
                         counts[name] += 1

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import threading
 import time
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.coverage import probe_event
 from harness.runtime.local import LocalCluster
 from nemesis.schedule import TRIGGER, ScheduleReplay
 from nemesis.triggers import TriggeredFaults, triggered_steps
@@ -65,12 +65,9 @@ class ProbeLine:
 
 def parse_probe(line: bytes | str) -> ProbeLine | None:
     """The probe a log line reports, or None for any other line (another event, a
-    traceback, a line cut short)."""
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(event, dict) or event.get("event") != "probe":
+    traceback, a line cut short) or a probe without its name and time."""
+    event = probe_event(line)
+    if event is None:
         return None
     name, ts = event.get("probe"), event.get("ts")
     if not isinstance(name, str) or not isinstance(ts, int | float):
