@@ -62,8 +62,8 @@ def draw(space: Space, tests: int, seed: int) -> list[dict[str, Any]]:
 def run(
     space: Space,
     start_spark: Callable[[str, Path], Any],
-    tests: int = 64,
-    batch_size: int = 8,
+    tests: int = 160,
+    batch_size: int = 20,
     seed: int = 0,
 ) -> dict[str, Any]:
     """The figures (see the module doc). `start_spark(master, workdir)` gives the farm's

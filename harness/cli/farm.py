@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 TASKS_PER_SLOT = 2
 """Tasks per executor slot in a round: a slot that finishes its batch early takes the
 next, so one slow batch idles fewer slots at the round's end."""
+DEFAULT_BATCH = 20
+"""Tests per Spark task unless --batch-size says: measured on 2 cores, a task's fixed cost
+was 19 % of the tests' own CPU at 8 tests a task and within noise of zero at 20
+(docs/performance.md, "bench farm on the quiet machine")."""
 FLUSH_ROWS = 20_000
 """Rows kept on the driver before they are appended to the store's Parquet: few files
 per night, and a driver's memory that does not grow with the farm."""
@@ -75,7 +79,7 @@ def start_spark(
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
-    default=8,
+    default=DEFAULT_BATCH,
     show_default=True,
     help="Tests per Spark task: more spreads a task's fixed cost over more tests.",
 )
@@ -278,14 +282,14 @@ def _text(s: dict[str, Any]) -> str:
 @click.option(
     "--tests",
     type=click.IntRange(min=4),
-    default=64,
+    default=160,
     show_default=True,
     help="Tests in the draw every master runs.",
 )
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
-    default=8,
+    default=DEFAULT_BATCH,
     show_default=True,
     help="Tests per Spark task.",
 )
