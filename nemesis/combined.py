@@ -10,6 +10,9 @@ with four kinds shows all four instead of leaving one out by chance. Network fau
 `NestedCycle` (`--nemesis-order nested`) plays the kinds in the order given instead, one
 inside the other: a bookie slowed while its partner is killed, a partition during which a
 bookie loses power — the overlaps a shuffled bag reaches only now and then.
+A process started again while a partition cuts it off from ZooKeeper cannot serve (a bookie
+gives up after 30 s), so neither schedule restarts a node while a partition is in force:
+the partition stops first, its hold cut short (`FaultKind.restarts`).
 Everything is drawn from the nemesis's seeded rng and timed by the run's clock, so a seed
 replays the schedule. Whatever is still in force when the time limit cuts the schedule
 short is undone by the controller's final heal, which runs in a `finally` (also when the
@@ -23,9 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
+from nemesis.kinds import KINDS
 from nemesis.schedule import START_STOP, Targets, _op, check_kinds_and_nodes
 
 CLUSTER_WIDE = ("partition", "packet")
+PARTITION = "partition"
 
 
 @dataclass
@@ -63,6 +68,8 @@ class CombinedCycle(Generator):
         due = sorted((end, nodes) for nodes, (_, end) in self.active.items() if end <= ctx.time)
         if due:
             nodes = due[0][1]
+            if KINDS[self.active[nodes][0]].restarts:
+                nodes = next((n for n, (k, _) in self.active.items() if k == PARTITION), nodes)
             kind, _ = self.active.pop(nodes)
             return _op(START_STOP[kind][1], nodes)
         if ctx.time < self.next_start:
@@ -91,10 +98,11 @@ class NestedCycle(Generator):
     """Rounds of nested faults: each round starts every kind in the order given, each on
     nodes none of the round's earlier faults holds, the next one a fifth to a half of
     `interval` after the one before (so it begins while they all still hold); the last
-    holds half an interval to a whole one; then they stop, innermost first, and the next
-    round starts half an interval to a whole one later. Ops come no sooner than planned;
-    the nemesis performs one at a time, so a slow fault (a restart waiting for its bookie
-    to register) delays the rest of its round rather than reordering it."""
+    holds half an interval to a whole one; then they stop, innermost first (a partition
+    before any restart), and the next round starts half an interval to a whole one later.
+    Ops come no sooner than planned; the nemesis performs one at a time, so a slow fault
+    (a restart waiting for its bookie to register) delays the rest of its round rather
+    than reordering it."""
 
     kinds: tuple[str, ...]
     nodes: tuple[str, ...]
@@ -150,7 +158,16 @@ class NestedCycle(Generator):
             starts.append((when, self.targets.start_op(kind, nodes, rng)))
         when += rng.uniform(0.5, 1.0) * self.interval
         stops = []
-        for kind, nodes in reversed(started):
+        for kind, nodes in _stop_order(started):
             stops.append((when, _op(START_STOP[kind][1], nodes)))
             when += 0.1 * self.interval
         return starts + stops
+
+
+def _stop_order(started: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, tuple[str, ...]]]:
+    """Innermost first, but a partition before any restart: a node started again while
+    it is cut off from ZooKeeper cannot serve."""
+    inner_first = list(reversed(started))
+    if not any(KINDS[kind].restarts for kind, _ in started):
+        return inner_first
+    return sorted(inner_first, key=lambda fault: fault[0] != PARTITION)

@@ -57,6 +57,10 @@ class FaultKind:
     """Its place in the simulated search's order: Hypothesis shrinks toward the first."""
     triggerable: bool = False
     """A schedule step triggered by a protocol probe may start it (nemesis/schedule.py)."""
+    restarts: bool = False
+    """Its stop starts a process again, which must reach ZooKeeper to serve: a bookie cut
+    off from it gives up after 30 s, as Apache BookKeeper's does, so drawn schedules stop a
+    partition before such a stop (nemesis/combined.py)."""
     nemesis: Callable[[Any, int], Nemesis] | None = None
     """A plugin kind's nemesis on real runtimes, from (cluster, seed); the built-in kinds'
     are wired in harness/runner.py."""
@@ -76,15 +80,16 @@ KINDS: dict[str, FaultKind] = {
     kind.name: kind
     for kind in (
         FaultKind("kill", "kill", "restart", "SIGKILL, then restart", roles=_ANY_ROLE,
-                  search_rank=1, triggerable=True),
+                  search_rank=1, triggerable=True, restarts=True),
         FaultKind("pause", "pause", "resume", "SIGSTOP, then SIGCONT", roles=_ANY_ROLE,
                   search_rank=2, triggerable=True),
         FaultKind("wipe", "wipe", "restore", "delete the data dirs; the cookie must refuse",
-                  search_rank=6),
+                  search_rank=6, restarts=True),
         FaultKind("power-loss", "power-loss", "power-on",
-                  "SIGKILL and drop every unsynced byte", search_rank=0, triggerable=True),
+                  "SIGKILL and drop every unsynced byte", search_rank=0, triggerable=True,
+                  restarts=True),
         FaultKind("corrupt", "corrupt", "corrupt-restart", "flip or cut bytes of data files",
-                  search_rank=5),
+                  search_rank=5, restarts=True),
         FaultKind("clock", "clock-bump", "clock-reset", "jump the wall clock",
                   roles=_ANY_ROLE, search_rank=4),
         FaultKind("clock-strobe", "clock-strobe", "clock-strobe-stop",
@@ -94,7 +99,7 @@ KINDS: dict[str, FaultKind] = {
                   runtimes=("local", "sim"), search_rank=9),
         FaultKind("wipe-reset", "wipe-reset", "rejoin",
                   "wipe data and cookie: loses acknowledged data, opt-in", runtimes=REAL_RUNTIMES,
-                  survivable=False),
+                  survivable=False, restarts=True),
         FaultKind("partition", "start-partition", "stop-partition",
                   "iptables grudges between nodes",
                   runtimes=(*CONTAINER_RUNTIMES, "sim"), roles=_ANY_ROLE, search_rank=3,

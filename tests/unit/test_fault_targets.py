@@ -190,3 +190,22 @@ def test_nesting_is_refused_without_two_seeded_fault_kinds() -> None:
     assert TestSpec(nemesis=("pause", "kill"), nemesis_order="nested").nemesis == ("pause", "kill")
     with pytest.raises(ValueError, match="two fault kinds"):
         NestedCycle(("kill",), BOOKIES, 1.0)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_no_drawn_schedule_restarts_a_node_while_a_partition_holds(seed: int) -> None:
+    """A bookie started again while a partition cuts it off from ZooKeeper cannot serve
+    (it gives up after 30 s), so its restart would be unproven: the partition stops first."""
+    restarts = {START_STOP[k][1] for k in ("kill", "power-loss", "corrupt", "wipe")}
+    for cycle in (
+        CombinedCycle(("partition", "kill", "power-loss"), BOOKIES, 1.0),
+        NestedCycle(("partition", "power-loss"), BOOKIES, 1.0),
+        NestedCycle(("kill", "partition", "wipe"), BOOKIES, 1.0),
+    ):
+        partitioned, seen = False, set()
+        for op in _ops(cycle, seconds=40, seed=seed):
+            seen.add(op["f"])
+            if op["f"] in ("start-partition", "stop-partition"):
+                partitioned = op["f"] == "start-partition"
+            assert not (partitioned and op["f"] in restarts), op
+        assert {"start-partition", "stop-partition"} <= seen and seen & restarts
