@@ -176,7 +176,9 @@ class SimLoop(asyncio.BaseEventLoop):
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         """A task that ended with a crash of the product is recorded when it ends, whoever
         awaits it later (a task nobody awaits would be reported only when collected, at a
-        time that depends on the garbage collector, not on the seed)."""
+        time that depends on the garbage collector, not on the seed). Asking a task for its
+        exception marks it retrieved, so another exception a task ended with (a dying
+        node's `OSError`) is no longer logged when the task is collected."""
         if task.cancelled() or (exc := task.exception()) is None or not crash_of(exc):
             return
         name = getattr(task.get_coro(), "__qualname__", task.get_name())
