@@ -68,6 +68,7 @@ ROOTS = (
     "bad-ensemble",
     "unreadable-after-heal",
     "stuck-after-heal",
+    "writer-stuck-after-heal",
     "realtime-order",
 )
 """Anomalies that say what went wrong with a ledger or stream, in the order to read them."""

@@ -1,4 +1,5 @@
-"""`stuck-after-heal` (docs/history.md §4): a healthy cluster that cannot make progress.
+"""`stuck-after-heal` (docs/history.md §4): a healthy cluster that cannot make progress;
+`writer-stuck-after-heal`: a writer the run left open that cannot finish.
 
 The other checkers judge what was acknowledged and read, so a product that stops
 acknowledging anything passes them: a history of timeouts is a valid history. Every test
@@ -17,6 +18,12 @@ The anomaly is every attempt failing after the final heal completed with its pro
 - not idle (real processes on a machine that may be loaded): only an error in which the
   cluster refused what a healthy cluster must do for a ledger nobody else knows counts
   (`DEFINITE`); a timeout may be load, and then the run is not judged here.
+
+Where the check is idle, the write handles the run left open are closed first (ops
+carrying `after_heal.held`): a close that never completes is a writer whose adds or
+ensemble change hang for ever — the run's timeouts of it were valid, and the final reads
+recovered its ledger without it, so only asking it to finish shows it. Any answer, an
+error included (fenced by the final reads' recovery), is not stuck.
 """
 
 from __future__ import annotations
@@ -40,9 +47,29 @@ def progress_attempts(h: History, healed: int) -> dict[int, list[Call]]:
     attempts: dict[int, list[Call]] = {}
     for call in sorted(h.progress, key=lambda c: c.inv.index):
         tag = call.inv.value.after_heal if call.inv.value is not None else None
-        if isinstance(tag, dict) and call.inv.index > healed:
+        if isinstance(tag, dict) and "attempt" in tag and call.inv.index > healed:
             attempts.setdefault(tag.get("attempt"), []).append(call)
     return attempts
+
+
+def stuck_writers(h: History, heal: Call) -> Iterator[Case]:
+    """One case per close of a write handle the run left open (`after_heal.held`) that
+    never completed where nothing but the product can delay it (`idle`)."""
+    for call in h.progress:
+        tag = call.inv.value.after_heal if call.inv.value is not None else None
+        if not (isinstance(tag, dict) and tag.get("held") and tag.get("idle") is True):
+            continue
+        hung = call.done is None or call.done.error == "ETIMEOUT"
+        if call.inv.f == "close" and call.inv.index > heal.done.index and hung:
+            ledger = call.inv.value.ledger
+            yield case(
+                f"after the final heal (op {heal.done.index}), with every node up and nothing "
+                f"else running, the close of ledger {ledger} by the writer the run left "
+                f"holding it (op {call.inv.index}) never completed: the writer cannot "
+                "finish what it started (adds or an ensemble change that never end).",
+                [*heal.ops, *call.ops],
+                ledger=ledger,
+            )
 
 
 def _first_failure(calls: list[Call]) -> Call | None:
@@ -93,7 +120,13 @@ def check_liveness(h: History) -> dict[str, Any]:
         return heal
     attempts = progress_attempts(h, heal.done.index)
     if not attempts:
-        return {"valid": True, "not_judged": "no progress check after the final heal"}
-    result = collect({"stuck-after-heal": stuck_after_heal(h, heal, attempts)})
+        writers = collect({"writer-stuck-after-heal": stuck_writers(h, heal)})
+        return {**writers, "not_judged": "no progress check after the final heal"}
+    result = collect(
+        {
+            "writer-stuck-after-heal": stuck_writers(h, heal),
+            "stuck-after-heal": stuck_after_heal(h, heal, attempts),
+        }
+    )
     passed = [n for n, calls in attempts.items() if _first_failure(calls) is None]
     return {**result, "attempts": len(attempts), "passed_at": passed[0] if passed else None}

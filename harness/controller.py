@@ -130,6 +130,9 @@ class Controller:
     runs, on again after. A runtime that passes one is idle after the heal — nothing but
     the product can delay an op — so the check's timeouts count (`after_heal.idle`);
     real runtimes pass none and only definite errors count (checkers/liveness.py)."""
+    _held: dict[tuple[str, Any, Any], None] = field(default_factory=dict)
+    """(agent, ledger, term) of every write handle an agent holds: created or taken over
+    there and not closed since (docs/history.md §2, the held writers' closes)."""
     _outstanding: int = 0
     _sleepers: dict[asyncio.Future[None], None] = field(default_factory=dict)
     """Workers waiting for a generator's due time; a worker that finishes wakes them, in
@@ -268,6 +271,10 @@ class Controller:
             kind, process, op["f"], result if kind == "ok" else value, error=error, node=conn.name
         )
         self.counters.count(kind)
+        if kind == "ok" and op["f"] in ("create", "take-over"):
+            self._held[(conn.name, result["ledger"], result.get("term"))] = None
+        elif op["f"] == "close":  # the agent lets go of the handle whatever the outcome
+            self._held.pop((conn.name, value.get("ledger"), value.get("term")), None)
         return kind, result, error
 
     def _by_name(self, ensembles: list[list[Any]]) -> list[list[Any]]:
@@ -355,6 +362,8 @@ class Controller:
         if self.hush is not None:
             self.hush(True)
         try:
+            if self.hush is not None:
+                await self._close_held(processes)
             for attempt in range(1, PROGRESS_ATTEMPTS + 1):
                 await asyncio.sleep(PROGRESS_BACKOFF_S * (attempt - 1))
                 tag = {"attempt": attempt, "idle": self.hush is not None}
@@ -373,6 +382,24 @@ class Controller:
                 self.hush(False)
             writer.close()
             reader.close()
+
+    async def _close_held(self, processes: Iterator[int]) -> None:
+        """Close every write handle the run left open, as a client shutting down does —
+        only where nothing but the product can delay an op (the simulation, perturbation
+        off): a writer whose adds or ensemble change hang forever (a crashed background
+        task, a future never completed) cannot drain, and its close then never completes
+        (`writer-stuck-after-heal`), where the run's own timeouts of it are valid."""
+        agents = {agent[0]: agent for agent in self.agents}
+        conns = {name: self.connect(*agent) for name, agent in agents.items()}
+        tag = {"held": True, "idle": True}
+        try:
+            for name, ledger, term in list(self._held):
+                value = {"ledger": ledger, **({} if term is None else {"term": term})}
+                op = {"f": "close", "value": {**value, "after_heal": tag}}
+                await self._call(conns[name], next(processes), op)
+        finally:
+            for conn in conns.values():
+                conn.close()
 
     async def _progress_attempt(
         self,

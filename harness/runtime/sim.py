@@ -32,6 +32,7 @@ from typing import Any
 import checkers
 from bookie_image import bugs
 from bookie_image.probes import coverage, listening
+from checkers.result import MAX_CASES
 from core.generator import Generator, Workload
 from core.history import HistoryWriter
 from harness.controller import Controller, RunCounters
@@ -224,7 +225,7 @@ def run_sim(
             cluster.stop()
             loop.run_until_complete(asyncio.sleep(SETTLE_S))  # let the cancellations land
             loop.close()
-    results = checkers.check(history_path)  # the nemesis verdict too, from the history
+    results = with_crashes(checkers.check(history_path), loop.errors)  # nemesis verdict too
     results["sim"] = {"simulated_s": round(loop.time(), 6), "loop_errors": len(loop.errors)}
     results["coverage"] = coverage(probes)
     if perturbed is not None:
@@ -234,6 +235,40 @@ def run_sim(
         lines = [json.dumps(e, default=str) for e in loop.errors]
         (run_dir / "logs" / "sim-errors.jsonl").write_text("\n".join(lines) + "\n")
     return SimResult(results, loop.time(), loop.errors)
+
+
+def with_crashes(results: dict[str, Any], errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """`results` with the run's crashes of the product (harness.sim.loop.crash_of) as the
+    anomaly `crash`, one case per distinct crash, at its first time (docs/anomalies.md): a
+    finding of the simulated run, not of its history, so `bkchaos check` of the history
+    alone does not repeat it; its sub-result `checkers.crash` is what `check --write`
+    keeps, as it keeps the simulation's figures, and logs/sim-errors.jsonl has every one."""
+    first: dict[str, dict[str, Any]] = {}
+    for error in errors:
+        if crash := error.get("crash"):
+            seen = first.setdefault(crash, {"time_s": round(error["time"], 6), "times": 0})
+            seen["times"] += 1
+    if not first:
+        return results
+    cases = [
+        {**seen, "ops": [], "explanation": f"the product raised {crash}, and nothing handled it"}
+        for crash, seen in first.items()
+    ][:MAX_CASES]
+    crashed = {
+        "valid": False,
+        "anomaly_types": ["crash"],
+        "anomalies": {"crash": cases},
+        "anomaly_counts": {"crash": len(first)},
+    }
+    anomalies = {**results.get("anomalies", {}), "crash": cases}
+    return {
+        **results,
+        "valid": False,
+        "anomaly_types": sorted(anomalies),
+        "anomalies": anomalies,
+        "anomaly_counts": {**results.get("anomaly_counts", {}), "crash": len(first)},
+        "checkers": {**results.get("checkers", {}), "crash": crashed},
+    }
 
 
 def _controller(triggers: TriggeredFaults | None, spec: SimSpec, **parts: Any) -> Controller:

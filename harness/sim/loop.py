@@ -17,7 +17,23 @@ import asyncio
 import collections
 import contextvars
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
+
+PROGRAMMING_ERRORS = (
+    TypeError,
+    AttributeError,
+    NameError,
+    IndexError,
+    KeyError,
+    AssertionError,
+    ZeroDivisionError,
+    RecursionError,
+)
+"""Exceptions no fault explains: a killed node's dying code fails on its closed files and
+sockets (OSError, ValueError) or is cancelled, never with one of these."""
+PRODUCT = "bookie_image"
+"""The package of the product under test (bookie, client, agent)."""
 
 CURRENT_NODE: contextvars.ContextVar[str] = contextvars.ContextVar(
     "bkchaos_sim_node", default="controller"
@@ -110,6 +126,7 @@ class SimLoop(asyncio.BaseEventLoop):
         tasks = self.node_tasks.setdefault(node, {})
         tasks[task] = None
         task.add_done_callback(lambda t: tasks.pop(t, None))
+        task.add_done_callback(self._task_done)
         if node in self.dead:
             task.cancel()
         return task
@@ -147,8 +164,25 @@ class SimLoop(asyncio.BaseEventLoop):
 
     def _record_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """Unhandled errors are kept for the run's log instead of going to stderr: a killed
-        node's cancelled tasks may fail on its closed files, as a real process would die."""
-        self.errors.append({"time": self._now, "message": context.get("message"), **context})
+        node's cancelled tasks may fail on its closed files, as a real process would die.
+        One no fault explains, raised by the product, is marked a `crash` (`crash_of`)."""
+        exc = context.get("exception")
+        crash = crash_of(exc) if isinstance(exc, BaseException) else None
+        where = {"crash": crash} if crash else {}
+        self.errors.append(
+            {"time": self._now, "message": context.get("message"), **context, **where}
+        )
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        """A task that ended with a crash of the product is recorded when it ends, whoever
+        awaits it later (a task nobody awaits would be reported only when collected, at a
+        time that depends on the garbage collector, not on the seed). Asking a task for its
+        exception marks it retrieved, so another exception a task ended with (a dying
+        node's `OSError`) is no longer logged when the task is collected."""
+        if task.cancelled() or (exc := task.exception()) is None or not crash_of(exc):
+            return
+        name = getattr(task.get_coro(), "__qualname__", task.get_name())
+        self.call_exception_handler({"message": f"task {name} ended with", "exception": exc})
 
     async def create_connection(  # type: ignore[override]
         self, protocol_factory: Any, host: str, port: int, **kwargs: Any
@@ -159,3 +193,19 @@ class SimLoop(asyncio.BaseEventLoop):
         self, protocol_factory: Any, host: str, port: int, **kwargs: Any
     ) -> Any:
         return self.network.listen(protocol_factory, host, port)
+
+
+def crash_of(exc: BaseException) -> str | None:
+    """`exc` as a crash of the product — its type, where in the product's code it was
+    raised (the innermost frame there) and its message — or None when it is not one: not
+    a `PROGRAMMING_ERRORS` exception, or not raised through the product's code."""
+    if not isinstance(exc, PROGRAMMING_ERRORS):
+        return None
+    site = None
+    tb = exc.__traceback__
+    while tb is not None:
+        parts = Path(tb.tb_frame.f_code.co_filename).parts
+        if PRODUCT in parts:
+            site = f"{'/'.join(parts[parts.index(PRODUCT) :])}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return None if site is None else f"{type(exc).__name__} at {site}: {exc}"

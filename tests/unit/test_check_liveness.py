@@ -123,3 +123,51 @@ def test_a_run_that_destroyed_data_is_not_judged() -> None:
         "valid": True,
         "not_judged": "the run destroyed bookie data on purpose (corrupt)",
     }
+
+
+def _held_close(h: H, ledger: int, idle: bool, kind: str, error: str | None = None) -> None:
+    """The close of a write handle the run left open, as the controller records it after
+    the heal (`after_heal.held`); `kind` "never": it never completed."""
+    value = {"ledger": ledger, "after_heal": {"held": True, "idle": idle}}
+    h.line("invoke", 3_000_000 + ledger, "close", value)
+    if kind != "never":
+        done = {**value, "last_entry": 0} if kind == "ok" else value
+        h.ops.append({**h.ops[-1], "index": len(h.ops), "type": kind, "value": done,
+                      "error": error})  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "error"), [("info", "ETIMEOUT"), ("never", None)])
+def test_a_held_writer_that_cannot_close_when_idle_is_stuck(kind, error) -> None:
+    h = _healed()
+    _held_close(h, 7, True, kind, error)
+    _attempt(h, 1, True, None, None)
+    result = h.check()
+    (case,) = result["anomalies"]["writer-stuck-after-heal"]
+    assert case["ledger"] == 7 and case["ops"] == [4, 5, 6, *([7] if kind != "never" else [])]
+    assert "the close of ledger 7" in case["explanation"]
+    assert "stuck-after-heal" not in result["anomalies"]  # the attempt passed
+
+
+@pytest.mark.parametrize(
+    ("idle", "kind", "error", "why"),
+    [
+        (True, "ok", None, "closed"),
+        (True, "fail", "EFENCED", "fenced by the final reads' recovery: an answer"),
+        (True, "fail", "ENOHANDLE", "the agent restarted and holds nothing"),
+        (False, "info", "ETIMEOUT", "a timeout on a real runtime may be load"),
+    ],
+)
+def test_what_a_held_writers_close_may_do(idle, kind, error, why) -> None:
+    h = _healed()
+    _held_close(h, 7, idle, kind, error)
+    _attempt(h, 1, True, None, None)
+    result = h.check()
+    assert result["valid"] is True, why
+    assert result["checkers"]["liveness"]["attempts"] == 1  # not taken for an attempt
+
+
+def test_a_held_writers_close_is_judged_without_attempts() -> None:
+    h = _healed()
+    _held_close(h, 7, True, "info", "ETIMEOUT")
+    liveness = h.check()["checkers"]["liveness"]
+    assert liveness["valid"] is False and "writer-stuck-after-heal" in liveness["anomalies"]
