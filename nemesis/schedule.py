@@ -154,9 +154,9 @@ part."""
 
 SPLIT = "@split"
 
-TRIGGER_RUNTIMES = ("sim", "local")
-"""Where triggered steps replay: the simulation hears probes in-process, the local runtime
-follows the `probe` lines of its nodes' logs (harness/runtime/probe_tail.py)."""
+TRIGGER_RUNTIMES = ("sim", "local", "docker", "ssh")
+"""Where triggered steps replay: the simulation hears probes in-process, the real runtimes
+follow the `probe` lines of their nodes' logs (harness/runtime/probe_tail.py)."""
 
 
 def drawn_targets(probe: str, bookies: Sequence[str]) -> tuple[str, ...]:

@@ -95,8 +95,8 @@ class SimSpec(TestSpec):
         """This test as `bkchaos test --runtime RUNTIME` replays it on real nodes: the same
         workload, rate, seed and schedule, for at least `REPLAY_MIN_S` (real faults take
         real time: a docker power loss about 3 s). A schedule with faults triggered by
-        probes, or with a fault RUNTIME cannot inject, replays on the first of `local` and
-        `sim` that can (triggered steps replay only there: `TRIGGER_RUNTIMES`)."""
+        probes where RUNTIME does not hear them (`TRIGGER_RUNTIMES`), or with a fault RUNTIME
+        cannot inject, replays on the first of `local` and `sim` that can."""
         kinds = set(schedule_kinds(self.schedule))
         triggered = any(is_triggered(step) for step in self.schedule)
         if (triggered and runtime not in TRIGGER_RUNTIMES) or not kinds <= set(

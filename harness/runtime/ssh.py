@@ -202,6 +202,22 @@ def read_inventory(path: str | Path, accept_new: bool = False) -> list[SshHost]:
 
 
 @dataclass
+class ChannelStream:
+    """An ssh channel's output as it comes (harness.runtime.supervised.NodeStream)."""
+
+    channel: paramiko.Channel
+
+    def fileno(self) -> int:
+        return self.channel.fileno()
+
+    def recv(self) -> bytes | None:
+        return self.channel.recv(1 << 16) or None
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+@dataclass
 class SshCluster(SupervisedCluster):
     """ZooKeeper, N bookies and M client agents on the hosts of `inventory`."""
 
@@ -436,17 +452,10 @@ class SshCluster(SupervisedCluster):
     def _exec(self, name: str, argv: list[str], stdin: bytes = b"") -> tuple[int, bytes]:
         """Run `argv` on the node as root (sudo -n for another user), feeding `stdin`;
         (exit code, stdout and stderr as bytes)."""
-        command = shlex.join(argv)
-        if self._host(name).user != "root":
-            command = f"sudo -n -- {command}"
         try:
-            transport = self._connection(name).get_transport()
-            assert transport is not None
-            channel = transport.open_session(timeout=CONNECT_TIMEOUT_S)
+            channel = self._channel(name, argv)
             with channel:
                 channel.settimeout(COMMAND_TIMEOUT_S)
-                channel.set_combine_stderr(True)
-                channel.exec_command(command)
                 if stdin:
                     channel.sendall(stdin)
                 channel.shutdown_write()
@@ -454,6 +463,31 @@ class SshCluster(SupervisedCluster):
                 while chunk := channel.recv(1 << 16):
                     output += chunk
                 return channel.recv_exit_status(), bytes(output)
+        except (paramiko.SSHException, OSError) as exc:
+            raise UserError(f"ssh to {self._host(name)} ({name}) failed: {exc}") from exc
+
+    def _channel(self, name: str, argv: list[str]) -> paramiko.Channel:
+        """A session channel running `argv` on the node as root (sudo -n for another
+        user), stderr merged into stdout."""
+        command = shlex.join(argv)
+        if self._host(name).user != "root":
+            command = f"sudo -n -- {command}"
+        transport = self._connection(name).get_transport()
+        assert transport is not None
+        channel = transport.open_session(timeout=CONNECT_TIMEOUT_S)
+        try:
+            channel.set_combine_stderr(True)
+            channel.exec_command(command)
+        except BaseException:
+            channel.close()
+            raise
+        return channel
+
+    def stream(self, name: str, argv: list[str]) -> ChannelStream:
+        """`argv` in an ssh channel left open (closing the stream closes the channel and
+        so the command's standard input)."""
+        try:
+            return ChannelStream(self._channel(name, argv))
         except (paramiko.SSHException, OSError) as exc:
             raise UserError(f"ssh to {self._host(name)} ({name}) failed: {exc}") from exc
 

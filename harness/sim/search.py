@@ -12,8 +12,8 @@ A schedule is the `TestSpec.schedule` format (`{"at", "f", "value": {"nodes": [.
 steps in time order) with the real nemeses' op names (harness/sim/nemesis.py): each drawn
 fault is a start step and a later stop step, so a shrunk schedule also replays with
 `bkchaos test --schedule` on a real runtime — unless it holds faults triggered by probes
-(`max_triggered`, nemesis/triggers.py), which replay only in the simulation and on
-the local runtime (`nemesis.schedule.TRIGGER_RUNTIMES`).
+(`max_triggered`, nemesis/triggers.py), which replay only where probes are heard
+(`nemesis.schedule.TRIGGER_RUNTIMES`).
 """
 
 from __future__ import annotations
