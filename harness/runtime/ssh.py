@@ -69,6 +69,8 @@ COMMAND_TIMEOUT_S = 300.0
 RUN_MARKER = f"{CONFIG_DIR}/run"
 """`<run id> <owner>` of the run whose nodes a host runs (written by `up`, removed by
 the teardown): what `bkchaos gc` reads to find a run whose controller is gone."""
+PROCESS_STATE = f'pid=$(cat {SUPERVISOR_DIR}/pid) && [ -n "$pid" ] && ps -o stat= -p "$pid"'
+"""The kernel state of the node's process (the supervisor keeps its pid); fails if none."""
 MARKED_BY_OTHER_RUN = 3
 """The teardown's exit code when the host now belongs to another run."""
 
@@ -482,6 +484,13 @@ class SshCluster(SupervisedCluster):
             channel.close()
             raise
         return channel
+
+    def runs_unstopped(self, name: str) -> bool:
+        """Whether the node's process runs and is not stopped: its kernel state, read by
+        `ps` over the open connection (a supervisor status would start Python on the
+        host, and a fault triggered by a probe waits for the answer)."""
+        code, state = self._run(name, ["sh", "-c", PROCESS_STATE])
+        return code == 0 and state.strip()[:1] not in ("", "Z", "T")
 
     def stream(self, name: str, argv: list[str]) -> ChannelStream:
         """`argv` in an ssh channel left open (closing the stream closes the channel and
