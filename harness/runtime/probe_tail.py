@@ -231,7 +231,10 @@ def _streaming(cluster: SupervisedCluster, ears: _Ears) -> Iterator[None]:
     followed: list[_Followed] = []
     wake_r, wake_w = os.pipe()
     thread = threading.Thread(
-        target=_read_streams, args=(followed, ears, wake_r), name="bkchaos-probe-streams"
+        target=_read_streams,
+        args=(followed, ears, wake_r),
+        name="bkchaos-probe-streams",
+        daemon=True,
     )
     try:
         for node in [*cluster.with_role("bookie"), *cluster.with_role("client")]:
