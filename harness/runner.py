@@ -29,7 +29,7 @@ from harness.report import try_write_report
 from harness.runtime import make_cluster
 from harness.runtime.local import LocalCluster
 from harness.runtime.ownership import controller_id
-from harness.runtime.probe_tail import following_probes, local_triggered_faults
+from harness.runtime.probe_tail import cluster_triggered_faults, following_probes
 from harness.store import (
     RUN_RECORD,
     collect_logs,
@@ -105,11 +105,9 @@ def _nemesis(cluster: Any, seed: int) -> Composed:
 
 
 def _cluster_schedule(spec: TestSpec, cluster: Any) -> Generator | None:
-    """The run's fault schedule, aimed at the nodes of a real cluster (on the local
-    runtime, with the steps a protocol probe triggers: harness/runtime/probe_tail.py)."""
-    if isinstance(cluster, LocalCluster) and (
-        triggered := local_triggered_faults(spec.schedule, cluster)
-    ):
+    """The run's fault schedule, aimed at the nodes of a real cluster (with the steps a
+    protocol probe triggers: harness/runtime/probe_tail.py)."""
+    if triggered := cluster_triggered_faults(spec.schedule, cluster):
         return triggered
     if spec.targets in ("zk", "client"):  # docker and ssh only (TestSpec refuses the rest)
         pool = tuple(n.name for n in cluster.with_role(spec.targets))

@@ -23,7 +23,7 @@ from nemesis.kinds import (
     SIM_CLIENT_TARGET_KINDS,
 )
 from nemesis.net import packet_destinations, parsed_packet
-from nemesis.schedule import TRIGGER_RUNTIMES, check_steps, schedule_kinds
+from nemesis.schedule import check_steps, schedule_kinds
 
 WORKLOADS = tuple(workload_registry.WORKLOADS)
 """The workloads' names (workloads/__init__.py declares each with its factory)."""
@@ -271,12 +271,7 @@ class TestSpec:
     def _schedule_kinds(self) -> tuple[str, ...]:
         """The nemesis kinds of a schedule that can replay on this cluster."""
         try:
-            check_steps(
-                self.schedule,
-                self.bookie_names(),
-                self.client_names(),
-                triggered=self.runtime in TRIGGER_RUNTIMES,
-            )
+            check_steps(self.schedule, self.bookie_names(), self.client_names())
         except ValueError as exc:
             raise UserError(f"{exc}; fix the schedule file or draw a new one") from None
         return schedule_kinds(self.schedule)

@@ -6,7 +6,9 @@ choices come from the nemesis's own seeded rng and all timing from the run's clo
 seed replays the same schedule. `ScheduleReplay` plays back an explicit list of steps
 (`TestSpec.schedule`, e.g. drawn by `nemesis.strategies.fault_schedules`) exactly.
 
-A schedule may also hold *triggered* steps (`TRIGGER_RUNTIMES`; nemesis/triggers.py):
+A schedule may also hold *triggered* steps (nemesis/triggers.py), on every runtime: the
+simulation hears probes in-process, the real runtimes follow the `probe` lines of their
+nodes' logs (harness/runtime/probe_tail.py).
 ``{"at": s, "on": probe, "f": start op, "value": {"nodes": [...]}, "hold": s}`` is armed
 at ``at`` and starts its fault when the protocol next reaches ``probe`` (a recovery
 starting, a write-back, an ensemble change, a takeover fencing a bookie, an add on its
@@ -154,10 +156,6 @@ part."""
 
 SPLIT = "@split"
 
-TRIGGER_RUNTIMES = ("sim", "local")
-"""Where triggered steps replay: the simulation hears probes in-process, the local runtime
-follows the `probe` lines of its nodes' logs (harness/runtime/probe_tail.py)."""
-
 
 def drawn_targets(probe: str, bookies: Sequence[str]) -> tuple[str, ...]:
     """What a search may aim a step triggered by `probe` at: the bookies of the add's write
@@ -176,25 +174,18 @@ def check_steps(
     steps: Sequence[Any],
     nodes: Sequence[str],
     clients: Sequence[str] = (),
-    *,
-    triggered: bool = False,
 ) -> None:
     """Refuse a schedule that cannot replay, naming the first bad step and how to fix it.
 
     A step is `{"at": seconds after the run starts, "f": op, "value": {"nodes": [...]}}`;
     steps come in time order and name their targets, so a replay needs no randomness.
     Packet steps may also shape `clients` (a client's link to a bookie, `value.to`).
-    With `triggered` (`TRIGGER_RUNTIMES`) a step may instead wait for a probe (see above).
+    A step may instead wait for a probe (see above).
     """
     last = 0.0
     for i, step in enumerate(steps):
         where = f"schedule step {i} ({json.dumps(step, default=str)})"
         if is_triggered(step):
-            if not triggered:
-                raise ValueError(
-                    f"{where}: a step triggered by a probe ('{TRIGGER}') replays only on "
-                    f"--runtime {' or '.join(TRIGGER_RUNTIMES)}"
-                )
             _check_triggered(where, step, nodes)
         elif not isinstance(step, dict) or set(step) != {"at", "f", "value"}:
             raise ValueError(f'{where}: a step is {{"at": seconds, "f": op, "value": {{...}}}}')

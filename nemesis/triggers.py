@@ -105,9 +105,10 @@ class TriggeredFaults(Generator):
     """The run's clock (the controller's history time, what `ctx.time` reads): a probe
     reached arms every step whose `at` has come, whether or not the worker asked since."""
     late_s: float | None = None
-    """A reach the worker picks up more than this after it was heard (it was busy with
-    another fault) re-arms its step instead of firing: on real processes the window the
-    probe opened has closed by then. None (the simulation): it fires, late."""
+    """A reach whose fault would start more than this after it was heard (the worker was
+    busy with another fault, or reading whether the targets can be hit took that long)
+    re-arms its step instead of firing: on real processes the window the probe opened has
+    closed by then. None (the simulation): it fires, late."""
     start: float | None = None
     armed: list[dict[str, Any]] = field(default_factory=list)
     _waiting: list[dict[str, Any]] = field(default_factory=list)  # not yet armed, in order
@@ -117,7 +118,7 @@ class TriggeredFaults(Generator):
     fired: list[dict[str, Any]] = field(default_factory=list)
     """Each fired step with the probe and op it fired as (what a test looks at)."""
     missed: int = 0
-    """Reaches that came while the worker was busy for longer than `late_s`."""
+    """Reaches whose fault would have started more than `late_s` after them."""
 
     def __post_init__(self) -> None:
         self._waiting = list(self.steps)
@@ -160,11 +161,12 @@ class TriggeredFaults(Generator):
         while self._reached:
             reached = self._reached.pop(0)
             if self._late(reached, ctx.time):
-                self.missed += 1
-                log.info("%s heard while the nemesis was busy: re-armed", reached.step[TRIGGER])
-                self.armed.append(reached.step)
+                self._rearm_late(reached, "heard while the nemesis was busy")
                 continue
             op = self._resolve(reached)
+            if op is not None and self.now is not None and self._late(reached, self.now()):
+                self._rearm_late(reached, "aimed too slowly (the nodes' state read)")
+                continue
             if op is None:
                 self.armed.append(reached.step)  # nothing to hit now: wait for the next reach
                 continue
@@ -190,6 +192,11 @@ class TriggeredFaults(Generator):
             self.start = now
         while self._waiting and now >= self.start + self._waiting[0]["at"]:
             self.armed.append(self._waiting.pop(0))
+
+    def _rearm_late(self, reached: _Reached, why: str) -> None:
+        self.missed += 1
+        log.info("%s %s: re-armed", reached.step[TRIGGER], why)
+        self.armed.append(reached.step)
 
     def _late(self, reached: _Reached, now: float) -> bool:
         if self.late_s is None or reached.heard_s is None:

@@ -16,6 +16,7 @@ opened as a report.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,7 +26,6 @@ from typing import Any
 from harness.errors import UserError
 from harness.runner import run_test
 from harness.testspec import TestSpec, op_shares_for
-from nemesis.schedule import TRIGGER_RUNTIMES
 
 BASE = TestSpec(
     name="bench-detect",
@@ -70,8 +70,33 @@ SHAPED_LINKS = (
 taken over from c2 leaves its last adds on b1 alone, the takeover's truncating no-op and
 new adds reach b1 late, and c1's readers ask b1 first for one entry in three."""
 
+RECOVERY_KILLS = tuple(
+    {
+        "at": round(0.5 * i, 1),
+        "on": "recovery-started",
+        "f": "kill",
+        "value": {"nodes": [f"@{i % 2}"]},
+        "hold": 0.4,
+    }
+    for i in range(1, 40)
+)
+"""A kill of the first or second bookie of the ensemble being recovered, the moment a
+recovery starts, armed every half second (each fires at the next recovery): the killed
+bookie's answers to the recovery's reads are errors, unknown rather than negative. A
+protocol event, not a clock beat, decides when it lands (nemesis/triggers.py)."""
+
 EXPOSERS: dict[str, dict[str, Any]] = {
-    "recovery-unknown-as-negative": {"workload": "ledger", "nemesis": ("kill",)},
+    # Kills triggered by recoveries starting, not on a beat: the catch does not hinge on
+    # the machine's speed. Not for `metadata-blind-write`: its racers disagree over an add
+    # that reached one bookie of its write set and not the other, which a kill while
+    # writers append makes (a beat does); killing as a race's first recovery starts caught
+    # it less often (docs/performance.md, "Exposers triggered by recoveries on real
+    # processes").
+    "recovery-unknown-as-negative": {
+        "workload": "ledger",
+        "nemesis": ("kill",),
+        "schedule": RECOVERY_KILLS,
+    },
     "recovery-reads-no-fence": {"workload": "recovery-race", "nemesis": ("pause", "wipe")},
     "no-recovery-writeback": {"workload": "ledger", "nemesis": ("kill", "wipe")},
     "lac-before-ack-quorum": {"workload": "ledger", "nemesis": ("kill",)},
@@ -122,33 +147,6 @@ EXPOSERS: dict[str, dict[str, Any]] = {
 }
 """The test that should expose each seeded bug (docs/bugs.md, "Exposed by")."""
 
-RECOVERY_KILLS = tuple(
-    {
-        "at": round(0.5 * i, 1),
-        "on": "recovery-started",
-        "f": "kill",
-        "value": {"nodes": [f"@{i % 2}"]},
-        "hold": 0.4,
-    }
-    for i in range(1, 40)
-)
-"""A kill of the first or second bookie of the ensemble being recovered, the moment a
-recovery starts, armed every half second (each fires at the next recovery): the killed
-bookie's answers to the recovery's reads are errors, unknown rather than negative. A
-protocol event, not a clock beat, decides when it lands (nemesis/triggers.py)."""
-
-TRIGGERED_EXPOSERS: dict[str, dict[str, Any]] = {
-    "recovery-unknown-as-negative": {"schedule": RECOVERY_KILLS},
-}
-"""What the runtimes that fire faults on protocol probes (`TRIGGER_RUNTIMES`: the
-simulation, the local runtime) run instead of an exposer's own clock-beat faults, for the
-bugs whose window opens at a protocol event, so that the catch does not hinge on the
-machine's speed. Not `metadata-blind-write`: its racers disagree over an add that reached
-one bookie of its write set and not the other, which a kill while writers append makes
-(a beat does); killing as a race's first recovery starts caught it less often (measured
-in docs/performance.md, "Exposers triggered by recoveries on real processes")."""
-
-
 RUNTIMES = ("sim", "local", "docker")
 """Where the bench runs exposing tests: `--runtime`, or each exposer's own (`EXPOSERS`)."""
 
@@ -164,14 +162,8 @@ def exposing_run(bug: str, runtime: str | None = None) -> dict[str, Any]:
     own). Fault-suite tests then run exactly what the bench runs, with the bug on (the
     catch) and off (the clean twin)."""
     runtime = runtime or exposer_runtime(bug)
-    exposer = {**_exposer(bug, runtime), "runtime": runtime}
+    exposer = {**EXPOSERS[bug], "runtime": runtime}
     return op_shares_for(exposer["workload"], {**detection_run(), **exposer})
-
-
-def _exposer(bug: str, runtime: str) -> dict[str, Any]:
-    """`bug`'s exposing test's own settings on `runtime`."""
-    triggered = TRIGGERED_EXPOSERS.get(bug, {}) if runtime in TRIGGER_RUNTIMES else {}
-    return {**EXPOSERS[bug], **triggered}
 
 
 TARGETS = {"detection_rate": 0.9, "median_seconds_to_detect": 30.0, "false_positives": 0}
@@ -222,6 +214,7 @@ def _summary(runs: list[dict[str, Any]], clean: list[dict[str, Any]]) -> dict[st
             for verdict in VERDICTS.values()
         },
         "run_dirs": [r["run_dir"] for r in runs],
+        "triggered": _lag_summary([*runs, *clean]),
     }
 
 
@@ -237,7 +230,51 @@ def _one(spec: TestSpec) -> dict[str, Any]:
         "anomaly_types": results["anomaly_types"],
         "seconds_to_detect": seconds_to_first_anomaly(run_dir / "history.jsonl", results),
         "run_dir": str(run_dir),
+        "triggered": triggered_lags(run_dir),
     }
+
+
+def triggered_lags(run_dir: Path) -> dict[str, Any]:
+    """How late a real run's faults triggered by probes came (nemesis/triggers.py), in ms,
+    one entry per fired fault: `read` from the probe line's writing to the controller
+    reading it, `start` from then to the nemesis starting the fault, `proven` from then
+    to its proof; and how many reaches re-armed their step as too late (`bkchaos.log`)."""
+    lags: dict[str, list[float]] = {"read": [], "start": [], "proven": []}
+    invoked: dict[str, float] = {}
+    with (run_dir / "history.jsonl").open() as lines:
+        for line in lines:
+            if '"probe_timing"' not in line:
+                continue
+            op = json.loads(line)
+            timing, at_s = op["value"]["probe_timing"], op["time"] / 1e9
+            key = json.dumps(timing, sort_keys=True)
+            if op["type"] == "invoke":
+                invoked[key] = at_s
+                lags["read"].append(1000 * (timing["read_s"] - timing["written_s"]))
+                lags["start"].append(1000 * (at_s - timing["read_s"]))
+            elif key in invoked and op["type"] == "info" and "proof" in op["value"]:
+                lags["proven"].append(1000 * (at_s - invoked[key]))
+    log = run_dir / "bkchaos.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return {**lags, "re_armed": text.count(": re-armed")}
+
+
+def _lag_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The triggered faults of `runs` together: how many, their lags' median, 90th
+    percentile and maximum (ms), and the reaches re-armed as too late."""
+    summary: dict[str, Any] = {
+        "fired": sum(len(r["triggered"]["read"]) for r in runs),
+        "re_armed": sum(r["triggered"]["re_armed"] for r in runs),
+    }
+    for lag in ("read", "start", "proven"):
+        values = sorted(v for r in runs for v in r["triggered"][lag])
+        if values:
+            summary[f"{lag}_ms"] = {
+                "median": round(statistics.median(values), 1),
+                "p90": round(values[math.ceil(0.9 * len(values)) - 1], 1),  # nearest rank
+                "max": round(values[-1], 1),
+            }
+    return summary
 
 
 def runs_on(bug: str, runtime: str) -> bool:
@@ -275,7 +312,7 @@ def run(
             if on_run:
                 on_run(bug, False, clean[-1])
         figures["bugs"][bug] = {
-            "test": _describe(bug, runtime or exposer_runtime(bug)),
+            "test": _describe(bug),
             "runtime": runtime or exposer_runtime(bug),
             **_summary(buggy, clean),
         }
@@ -296,9 +333,9 @@ FLAGS = {"write_quorum": "wq", "ack_quorum": "aq"}
 """`bkchaos test` flags not spelled as their TestSpec field."""
 
 
-def _describe(bug: str, runtime: str | None = None) -> str:
+def _describe(bug: str) -> str:
     """The exposing test as the `bkchaos test` flags that differ from the defaults."""
-    shown = _exposer(bug, runtime or exposer_runtime(bug))
+    shown = dict(EXPOSERS[bug])
     words = [f"--workload {shown.pop('workload')}"]
     words += [
         f"--{FLAGS.get(key, key.replace('_', '-'))} {_shown(key, v)}" for key, v in shown.items()

@@ -96,6 +96,18 @@ def bench_detect(
             f"{'-' if median is None else f'{median:.1f}':>9} {twins:24} "
             f"{', '.join(row['anomalies'])}"
         )
+    for bug, row in figures["bugs"].items():
+        lags = row["triggered"]
+        if lags["fired"]:
+            shown = "; ".join(
+                f"{lag} {lags[f'{lag}_ms']['median']} ms (p90 {lags[f'{lag}_ms']['p90']})"
+                for lag in ("read", "start", "proven")
+                if f"{lag}_ms" in lags
+            )
+            click.echo(
+                f"{bug}: {lags['fired']} faults triggered by probes, {lags['re_armed']} "
+                f"reaches re-armed as late; median lag {shown}"
+            )
     click.echo(
         f"false positives: {figures['false_positives']} of {figures['clean_runs']} clean runs"
         f" (targets: detection >= 90%, median <= 30 s, no false positive)"

@@ -22,6 +22,12 @@ def save_state(state_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(state_dir / STATE_FILE)
 
 
+def unstopped(pid: int | None, state: str | None) -> bool:
+    """Whether a process of that pid and kernel state letter runs and is not stopped
+    (SIGSTOP) or a zombie: what a fault triggered by a probe may hit."""
+    return pid is not None and state not in (None, "Z", "T")
+
+
 class Cluster(Protocol):
     def up(self) -> Cluster: ...
 

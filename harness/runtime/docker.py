@@ -29,7 +29,7 @@ import tarfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import docker
 import docker.errors
@@ -137,6 +137,43 @@ def remove_run(client: docker.DockerClient, run_id: str) -> dict[str, int]:
             volume.remove(force=True)
             removed["volumes"] += 1
     return removed
+
+
+class ExecStream:
+    """A `docker exec`'s output as it comes (harness.runtime.supervised.NodeStream). With
+    no tty, the engine sends stdout and stderr on one socket in frames (an 8-byte header:
+    the stream, three zero bytes, the payload's length, big-endian); `recv` returns the
+    payloads of the whole frames received so far."""
+
+    def __init__(self, attached: Any) -> None:
+        self.attached = attached  # docker-py's socket object: it keeps the response alive
+        self.socket = getattr(attached, "_sock", attached)
+        self.buffer = b""
+
+    def fileno(self) -> int:
+        return int(self.socket.fileno())
+
+    def recv(self) -> bytes | None:
+        chunk = self.socket.recv(1 << 16)
+        if not chunk:
+            return None
+        self.buffer += chunk
+        payloads = []
+        while len(self.buffer) >= _FRAME_HEADER:
+            end = _FRAME_HEADER + int.from_bytes(self.buffer[4:_FRAME_HEADER], "big")
+            if len(self.buffer) < end:
+                break
+            payloads.append(self.buffer[_FRAME_HEADER:end])
+            self.buffer = self.buffer[end:]
+        return b"".join(payloads)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.attached.close()
+            self.socket.close()
+
+
+_FRAME_HEADER = 8
 
 
 @dataclass
@@ -367,6 +404,29 @@ class DockerCluster(SupervisedCluster):
         except docker.errors.APIError as exc:
             raise UserError(f"cannot run a command in {name}'s container: {exc}") from exc
         return first.exit_code, first.output.decode(errors="replace")
+
+    def runs_unstopped(self, name: str) -> bool:
+        """Whether the node's process runs and is not stopped, read off the engine's list
+        of the container's processes (`docker top`: tens of milliseconds, where a
+        supervisor status through `docker exec` takes hundreds on a loaded machine, and a
+        fault triggered by a probe waits for the answer). The node's process is the child
+        of the container's PID 1, the supervisor; an exec's processes have other parents."""
+        container = self._container(name)  # freshly inspected: State.Pid is PID 1's here
+        init = str(container.attrs["State"]["Pid"])
+        try:
+            listed = container.top(ps_args="-o pid,ppid,stat")["Processes"] or []
+        except docker.errors.APIError as exc:
+            raise UserError(f"cannot list the processes of {name}'s container: {exc}") from exc
+        return any(ppid == init and stat[:1] not in ("Z", "T") for _, ppid, stat in listed)
+
+    def stream(self, name: str, argv: list[str]) -> ExecStream:
+        """`argv` in a `docker exec` whose standard input stays attached (closing the
+        stream closes it), its output read off the exec's socket."""
+        try:
+            reply = self._container(name).exec_run(argv, stdin=True, socket=True)
+        except docker.errors.APIError as exc:
+            raise UserError(f"cannot run a command in {name}'s container: {exc}") from exc
+        return ExecStream(reply.output)
 
     def collect_logs(self, dest: Path) -> None:
         """Copy each node's LOG_DIR to `dest/<node>/`."""

@@ -33,7 +33,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from bookie_image.image.faketime import LIBFAKETIME, faketime_command, faketime_env
 from harness.errors import UserError
-from harness.runtime.base import STATE_FILE, save_state
+from harness.runtime.base import STATE_FILE, save_state, unstopped
 from harness.runtime.bookie_config import bookie_toml
 from harness.runtime.ownership import (
     DETACHED,
@@ -360,6 +360,9 @@ class LocalCluster:
         if node.pid is None:
             return None, None
         return node.pid, process_state(node.pid)
+
+    def runs_unstopped(self, name: str) -> bool:
+        return unstopped(*self.process_state(name))
 
     def pause(self, name: str) -> None:
         self._signal(self.node(name), signal.SIGSTOP)

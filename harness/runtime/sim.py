@@ -45,7 +45,7 @@ from harness.sim.triggers import SimTriggerView
 from harness.testspec import TestSpec
 from nemesis.base import Composed
 from nemesis.kinds import PLUGIN_KINDS, RUNTIME_NEMESES
-from nemesis.schedule import TRIGGER_RUNTIMES, ScheduleReplay, is_triggered, schedule_kinds
+from nemesis.schedule import ScheduleReplay, schedule_kinds
 from nemesis.triggers import TriggeredFaults, triggered_steps
 from workloads import WORKLOADS
 
@@ -95,14 +95,10 @@ class SimSpec(TestSpec):
     def as_replay(self, runtime: str) -> TestSpec:
         """This test as `bkchaos test --runtime RUNTIME` replays it on real nodes: the same
         workload, rate, seed and schedule, for at least `REPLAY_MIN_S` (real faults take
-        real time: a docker power loss about 3 s). A schedule with faults triggered by
-        probes, or with a fault RUNTIME cannot inject, replays on the first of `local` and
-        `sim` that can (triggered steps replay only there: `TRIGGER_RUNTIMES`)."""
+        real time: a docker power loss about 3 s). A schedule with a fault RUNTIME
+        cannot inject replays on the first of `local` and `sim` that can."""
         kinds = set(schedule_kinds(self.schedule))
-        triggered = any(is_triggered(step) for step in self.schedule)
-        if (triggered and runtime not in TRIGGER_RUNTIMES) or not kinds <= set(
-            RUNTIME_NEMESES[runtime]
-        ):
+        if not kinds <= set(RUNTIME_NEMESES[runtime]):
             runtime = "local" if kinds <= set(RUNTIME_NEMESES["local"]) else "sim"
         return dataclasses.replace(
             self.as_test(), runtime=runtime, time_limit=max(REPLAY_MIN_S, self.time_limit)

@@ -69,6 +69,8 @@ COMMAND_TIMEOUT_S = 300.0
 RUN_MARKER = f"{CONFIG_DIR}/run"
 """`<run id> <owner>` of the run whose nodes a host runs (written by `up`, removed by
 the teardown): what `bkchaos gc` reads to find a run whose controller is gone."""
+PROCESS_STATE = f'pid=$(cat {SUPERVISOR_DIR}/pid) && [ -n "$pid" ] && ps -o stat= -p "$pid"'
+"""The kernel state of the node's process (the supervisor keeps its pid); fails if none."""
 MARKED_BY_OTHER_RUN = 3
 """The teardown's exit code when the host now belongs to another run."""
 
@@ -199,6 +201,22 @@ def read_inventory(path: str | Path, accept_new: bool = False) -> list[SshHost]:
         host.key = str(Path(host.key).expanduser()) if host.key else ""
         hosts.append(host)
     return hosts
+
+
+@dataclass
+class ChannelStream:
+    """An ssh channel's output as it comes (harness.runtime.supervised.NodeStream)."""
+
+    channel: paramiko.Channel
+
+    def fileno(self) -> int:
+        return self.channel.fileno()
+
+    def recv(self) -> bytes | None:
+        return self.channel.recv(1 << 16) or None
+
+    def close(self) -> None:
+        self.channel.close()
 
 
 @dataclass
@@ -436,17 +454,10 @@ class SshCluster(SupervisedCluster):
     def _exec(self, name: str, argv: list[str], stdin: bytes = b"") -> tuple[int, bytes]:
         """Run `argv` on the node as root (sudo -n for another user), feeding `stdin`;
         (exit code, stdout and stderr as bytes)."""
-        command = shlex.join(argv)
-        if self._host(name).user != "root":
-            command = f"sudo -n -- {command}"
         try:
-            transport = self._connection(name).get_transport()
-            assert transport is not None
-            channel = transport.open_session(timeout=CONNECT_TIMEOUT_S)
+            channel = self._channel(name, argv)
             with channel:
                 channel.settimeout(COMMAND_TIMEOUT_S)
-                channel.set_combine_stderr(True)
-                channel.exec_command(command)
                 if stdin:
                     channel.sendall(stdin)
                 channel.shutdown_write()
@@ -454,6 +465,38 @@ class SshCluster(SupervisedCluster):
                 while chunk := channel.recv(1 << 16):
                     output += chunk
                 return channel.recv_exit_status(), bytes(output)
+        except (paramiko.SSHException, OSError) as exc:
+            raise UserError(f"ssh to {self._host(name)} ({name}) failed: {exc}") from exc
+
+    def _channel(self, name: str, argv: list[str]) -> paramiko.Channel:
+        """A session channel running `argv` on the node as root (sudo -n for another
+        user), stderr merged into stdout."""
+        command = shlex.join(argv)
+        if self._host(name).user != "root":
+            command = f"sudo -n -- {command}"
+        transport = self._connection(name).get_transport()
+        assert transport is not None
+        channel = transport.open_session(timeout=CONNECT_TIMEOUT_S)
+        try:
+            channel.set_combine_stderr(True)
+            channel.exec_command(command)
+        except BaseException:
+            channel.close()
+            raise
+        return channel
+
+    def runs_unstopped(self, name: str) -> bool:
+        """Whether the node's process runs and is not stopped: its kernel state, read by
+        `ps` over the open connection (a supervisor status would start Python on the
+        host, and a fault triggered by a probe waits for the answer)."""
+        code, state = self._run(name, ["sh", "-c", PROCESS_STATE])
+        return code == 0 and state.strip()[:1] not in ("", "Z", "T")
+
+    def stream(self, name: str, argv: list[str]) -> ChannelStream:
+        """`argv` in an ssh channel left open (closing the stream closes the channel and
+        so the command's standard input)."""
+        try:
+            return ChannelStream(self._channel(name, argv))
         except (paramiko.SSHException, OSError) as exc:
             raise UserError(f"ssh to {self._host(name)} ({name}) failed: {exc}") from exc
 

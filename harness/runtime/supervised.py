@@ -22,13 +22,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Protocol, Self
 
 from kazoo.client import KazooClient
 
 from bookie_image.image.faketime import JVM_FAKETIME_ENV, faketime_command, faketime_env
 from harness.errors import UserError
-from harness.runtime.base import STATE_FILE, save_state
+from harness.runtime.base import STATE_FILE, save_state, unstopped
 from harness.runtime.bookie_config import bookie_toml
 from harness.runtime.local import ZkPoller, _ZkSession, agent_answers, agent_command
 from harness.runtime.zookeeper import (
@@ -113,6 +113,23 @@ def bind_address(address: str) -> str:
     return address
 
 
+class NodeStream(Protocol):
+    """The output of a command left running on a node (`SupervisedCluster.stream`), read
+    as it comes by a thread that waits on many at once."""
+
+    def fileno(self) -> int:
+        """A descriptor that turns readable when `recv` has something to say."""
+        ...
+
+    def recv(self) -> bytes | None:
+        """What the command printed since (perhaps nothing yet); None once it ended."""
+        ...
+
+    def close(self) -> None:
+        """Stop reading: the command's standard input ends."""
+        ...
+
+
 @dataclass
 class SupervisedCluster:
     """ZooKeeper (zk1), N bookies and M client agents, one per machine, each under the
@@ -139,6 +156,11 @@ class SupervisedCluster:
     def _run(self, name: str, argv: list[str]) -> tuple[int, str]:
         """Run `argv` on the node as root; (exit code, stdout and stderr). A node that
         cannot be reached raises UserError."""
+        raise NotImplementedError
+
+    def stream(self, name: str, argv: list[str]) -> NodeStream:
+        """Start `argv` on the node as root, its standard input kept open until the
+        stream is closed, and return its output (stdout and stderr) as a stream."""
         raise NotImplementedError
 
     def up(self) -> Self:
@@ -377,6 +399,10 @@ class SupervisedCluster:
         is not running."""
         status = self._ctl(name, "status")["status"]
         return status["pid"], status["kernel_state"]
+
+    def runs_unstopped(self, name: str) -> bool:
+        """Whether the node's process runs and is not stopped (one supervisor status)."""
+        return unstopped(*self.process_state(name))
 
     def clock_file(self, name: str) -> str | None:
         """The node's libfaketime offset file, or None if clocks are not faked."""

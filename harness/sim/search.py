@@ -11,9 +11,8 @@ Since the simulation is deterministic, the shrunk test replays exactly from its 
 A schedule is the `TestSpec.schedule` format (`{"at", "f", "value": {"nodes": [...]}}`
 steps in time order) with the real nemeses' op names (harness/sim/nemesis.py): each drawn
 fault is a start step and a later stop step, so a shrunk schedule also replays with
-`bkchaos test --schedule` on a real runtime — unless it holds faults triggered by probes
-(`max_triggered`, nemesis/triggers.py), which replay only in the simulation and on
-the local runtime (`nemesis.schedule.TRIGGER_RUNTIMES`).
+`bkchaos test --schedule` on a real runtime, faults triggered by probes (`max_triggered`,
+nemesis/triggers.py) included.
 """
 
 from __future__ import annotations

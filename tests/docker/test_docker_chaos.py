@@ -27,10 +27,15 @@ import pytest
 import checkers
 from harness.bench.detect import BASE, exposing_spec
 from harness.command_line import replay_command
+from harness.runtime.probe_tail import LATE_S
 from nemesis.kinds import START_STOP
 from tests.helpers.cli import BKCHAOS
 from tests.helpers.docker import labelled
-from tests.helpers.runs import proven_faults
+from tests.helpers.runs import (
+    KILL_AND_PAUSE_ON_RECOVERIES,
+    assert_fired_on_the_named_bookies,
+    proven_faults,
+)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -232,6 +237,30 @@ def test_the_docker_exposing_tests_faults_take_effect_and_a_clean_build_stays_va
     assert code == 0, why_not_valid(results, output)
     assert results["checkers"]["nemesis"]["errors"] == []
     assert DOCKER_EXPOSERS[bug] <= proven_faults(run_dir / "history.jsonl")
+    assert all(not v for v in labelled(client, run_id).values())
+
+
+def test_a_kill_and_a_pause_fire_on_recovery_started_on_the_bookie_it_names(
+    client: docker.DockerClient, image: str, source_snapshot: Path, tmp_path: Path
+) -> None:
+    """Steps triggered by probes replay on docker: the controller follows every bookie's
+    and agent's log through a follower on the node and fires each step on a recovery
+    (tests/helpers/runs.py says what is checked), within LATE_S of reading the probe.
+    Writers crash and ledgers are taken over often, so recoveries start every few tenths
+    of a second; a restart takes seconds here, so the pause comes after it."""
+    schedule = tmp_path / "schedule.json"
+    schedule.write_text(json.dumps(KILL_AND_PAUSE_ON_RECOVERIES))
+    code, output, run_id, run_dir = docker_run(
+        source_snapshot,
+        tmp_path / "store",
+        *("--schedule", str(schedule), "--time-limit", "15", "--seed", "3", "--bookies", "3"),
+        *("--writer-crashes", "0.1", "--takeovers", "0.1"),
+    )
+    results = json.loads((run_dir / "results.json").read_text())
+    assert code == 0, why_not_valid(results, output)
+    assert results["checkers"]["nemesis"]["errors"] == []
+    for op in assert_fired_on_the_named_bookies(run_dir, LATE_S):
+        print(op["f"], op["value"]["probe_timing"], op["time"] / 1e9)
     assert all(not v for v in labelled(client, run_id).values())
 
 

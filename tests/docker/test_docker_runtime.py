@@ -13,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import docker
@@ -21,7 +22,9 @@ import pytest
 from bookie_image.image.build import (
     build_image,
 )
+from bookie_image.image.follow import READY
 from harness.runtime.docker import RUN_LABEL, DockerCluster
+from harness.runtime.supervised import NodeStream
 from harness.runtime.zookeeper import four_letter_word
 from tests.helpers.cli import BKCHAOS
 from tests.helpers.docker import labelled
@@ -101,13 +104,60 @@ def test_kill_and_restart_keep_the_container_its_ip_and_data(cluster: DockerClus
 
 
 def test_pause_resume_and_graceful_stop(cluster: DockerCluster) -> None:
+    """Also what a fault triggered by a probe reads of its target (`runs_unstopped`, off
+    the engine's process list) agrees with the supervisor at each step."""
+    assert cluster.runs_unstopped("b3")
     cluster.pause("b3")
     assert cluster.status()["bookies"][2]["state"] == "paused"
+    assert not cluster.runs_unstopped("b3")
     cluster.resume("b3")
+    assert cluster.runs_unstopped("b3")
     cluster.stop("b3")
     assert cluster.status()["bookies"][2]["state"] == "stopped"
+    assert not cluster.runs_unstopped("b3")
     cluster.start("b3")
     assert cluster.status()["bookies"][2]["registered"]
+    assert cluster.runs_unstopped("b3")
+
+
+def test_a_log_follower_streams_wanted_lines_and_ends_with_its_stream(
+    cluster: DockerCluster,
+) -> None:
+    """The follower a run with triggered faults starts on each node
+    (harness/runtime/probe_tail.py): READY, then only the new lines holding a needle, as
+    they are written; closing the stream ends it on the node."""
+    log, needle = "/tmp/follow-test.log", '"probe": "wanted"'
+    assert cluster.exec("b1", ["sh", "-c", f"echo 'written before' > {log}"])[0] == 0
+    stream = cluster.stream("b1", [cluster.python, "-m", "bookie_image.image.follow", log, needle])
+    try:
+        assert _stream_lines(stream, 1) == [READY.rstrip()]
+        lines = [f'{{"probe": "{p}"}}' for p in ("other", "wanted")]
+        script = "".join(f"echo '{line}' >> {log}; " for line in lines)
+        assert cluster.exec("b1", ["sh", "-c", script])[0] == 0
+        assert _stream_lines(stream, 1) == [lines[1].encode()]
+        assert _followers(cluster) == 1
+    finally:
+        stream.close()
+    deadline = time.monotonic() + 20
+    while _followers(cluster) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _followers(cluster) == 0
+
+
+def _stream_lines(stream: NodeStream, count: int, timeout: float = 30) -> list[bytes]:
+    """The next `count` lines of `stream`, read within `timeout` seconds."""
+    data, deadline = b"", time.monotonic() + timeout
+    while data.count(b"\n") < count and time.monotonic() < deadline:
+        if select.select([stream], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            chunk = stream.recv()
+            assert chunk is not None, data
+            data += chunk
+    return data.splitlines()
+
+
+def _followers(cluster: DockerCluster) -> int:
+    _, out = cluster.exec("b1", ["pgrep", "-fc", "bookie_image.image.[f]ollow"])
+    return int(out.strip() or 0)
 
 
 def test_a_zookeeper_ensemble_keeps_serving_without_one_server(image: str, tmp_path: Path) -> None:

@@ -18,11 +18,16 @@ import pytest
 from harness.errors import UserError
 from harness.runner import run_test
 from harness.runtime.docker import RUN_LABEL
+from harness.runtime.probe_tail import LATE_S
 from harness.runtime.ssh import INSTALLED_MARK, SshCluster
 from harness.testspec import TestSpec
 from nemesis.kinds import START_STOP
 from tests.helpers.cli import BKCHAOS
-from tests.helpers.runs import proven_faults
+from tests.helpers.runs import (
+    KILL_AND_PAUSE_ON_RECOVERIES,
+    assert_fired_on_the_named_bookies,
+    proven_faults,
+)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -50,8 +55,14 @@ def test_up_installs_the_project_over_ssh_and_down_leaves_the_hosts_clean(
         assert code == 0 and mark.strip()
         killed = cluster.kill("b2")
         assert cluster.process_state("b2") == (None, None)
+        assert not cluster.runs_unstopped("b2")  # what a triggered fault reads of its target
         cluster.start("b2")
         assert cluster.process_state("b2")[0] not in (None, killed)
+        assert cluster.runs_unstopped("b2")
+        cluster.pause("b1")
+        assert not cluster.runs_unstopped("b1")
+        cluster.resume("b1")
+        assert cluster.runs_unstopped("b1")
         loaded = SshCluster.load(tmp_path / "c")  # what `bkchaos cluster …` sees
         assert loaded.hosts == cluster.hosts and loaded.status()["bookies"][1]["registered"]
     assert (tmp_path / "c" / "b1" / "bookie.log").stat().st_size > 0  # logs collected
@@ -107,6 +118,30 @@ def test_a_short_run_under_process_network_disk_and_clock_faults_checks_valid(
     proven = proven_faults(run_dir / "history.jsonl")
     starts = {START_STOP[kind][0] for kind in spec.nemesis}
     assert len(starts) == 4 and starts <= proven, proven
+
+
+def test_a_kill_and_a_pause_fire_on_recovery_started_over_ssh(
+    inventory: Path, tmp_path: Path
+) -> None:
+    """Steps triggered by probes replay on ssh hosts as on docker: a follower on each node
+    streams its probe lines over an ssh channel (tests/helpers/runs.py says what is
+    checked). These hosts share this machine's clock, so `written_s` is comparable."""
+    spec = TestSpec(
+        runtime="ssh",
+        inventory=str(inventory),
+        bookies=3,
+        clients=1,
+        schedule=KILL_AND_PAUSE_ON_RECOVERIES,
+        time_limit=15,
+        writer_crashes=0.1,
+        takeovers=0.1,
+        seed=3,
+        store=str(tmp_path),
+    )
+    run_dir, results = run_test(spec)
+    assert results["valid"] is True, (results["anomaly_types"], results["checkers"]["nemesis"])
+    for op in assert_fired_on_the_named_bookies(run_dir, LATE_S):
+        print(op["f"], op["value"]["probe_timing"], op["time"] / 1e9)
 
 
 ORPHAN = """

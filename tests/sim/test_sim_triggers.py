@@ -172,15 +172,13 @@ def test_a_correct_build_stays_valid_under_triggered_faults(
         )
 
 
-def test_triggered_steps_replay_only_where_probes_are_heard() -> None:
+def test_triggered_steps_replay_on_every_runtime_and_bad_ones_are_refused() -> None:
     step = _step("recovery-started", "kill", ["@0"])
-    check_steps([step], ["b1", "b2", "b3"], triggered=True)
-    with pytest.raises(ValueError, match="--runtime sim or local"):
-        check_steps([step], ["b1", "b2", "b3"])
-    with pytest.raises(UserError, match="--runtime sim or local"):
-        TestSpec(runtime="docker", schedule=(step,))
-    for runtime in ("sim", "local"):
+    check_steps([step], ["b1", "b2", "b3"])
+    for runtime in ("sim", "local", "docker"):
         assert TestSpec(runtime=runtime, schedule=(step,)).nemesis == ("kill",)
+    with pytest.raises(UserError, match="'on' must be one of"):
+        TestSpec(runtime="docker", schedule=({**step, "on": "no-such-probe"},))
     for bad, says in [
         ({**step, "on": "no-such-probe"}, "'on' must be one of"),
         ({**step, "f": "wipe"}, "'f' must be one of"),
@@ -188,7 +186,7 @@ def test_triggered_steps_replay_only_where_probes_are_heard() -> None:
         ({**step, "value": {"nodes": ["@9"]}}, "value.nodes"),
     ]:
         with pytest.raises(ValueError, match=says):
-            check_steps([bad], ["b1", "b2", "b3"], triggered=True)
+            check_steps([bad], ["b1", "b2", "b3"])
 
 
 def test_the_search_draws_triggered_faults() -> None:
@@ -200,9 +198,9 @@ def test_the_search_draws_triggered_faults() -> None:
     TestSpec(runtime="sim", bookies=4, schedule=spec.schedule)  # a schedule the CLI accepts
 
 
-def test_a_test_with_triggered_faults_replays_where_probes_trigger_faults() -> None:
+def test_a_test_with_triggered_faults_replays_where_its_faults_can_be_injected() -> None:
     spec = SimSpec(schedule=(_step("recovery-started", "kill", ["@0"]),))
-    assert spec.as_replay("docker").runtime == "local"
+    assert spec.as_replay("docker").runtime == "docker"
     split = _step("unbounded-takeover-started", "start-partition", ["@0"], grudge="@split")
-    assert SimSpec(schedule=(split,)).as_replay("docker").runtime == "sim"
-    assert SimSpec().as_replay("docker").runtime == "docker"
+    assert SimSpec(schedule=(split,)).as_replay("docker").runtime == "docker"
+    assert SimSpec(schedule=(split,)).as_replay("local").runtime == "sim"

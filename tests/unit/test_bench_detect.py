@@ -11,10 +11,12 @@ from bookie_image import bugs
 from harness.bench.detect import (
     EXPOSERS,
     _describe,
+    _lag_summary,
     _summary,
     exposing_spec,
     runs_on,
     seconds_to_first_anomaly,
+    triggered_lags,
 )
 from harness.cli import main
 from nemesis.kinds import NETWORK_NEMESES
@@ -69,7 +71,13 @@ def test_the_bench_runs_an_exposer_only_where_its_faults_can_be_performed() -> N
 
 def test_each_bugs_figures_count_its_clean_twins_verdicts() -> None:
     def run(valid: object, anomalies: list[str], seconds: float | None) -> dict[str, object]:
-        return {"valid": valid, "anomaly_types": anomalies, "seconds_to_detect": seconds}
+        lags = {"read": [], "start": [], "proven": [], "re_armed": 0}
+        return {
+            "valid": valid,
+            "anomaly_types": anomalies,
+            "seconds_to_detect": seconds,
+            "triggered": lags,
+        }
 
     buggy = [run(False, ["lost-append"], 3.0), run(True, [], None), run(False, ["dirty-read"], 5.0)]
     clean = [run(True, [], None), run("unknown", [], None), run(False, ["dirty-read"], 1.0)]
@@ -81,6 +89,31 @@ def test_each_bugs_figures_count_its_clean_twins_verdicts() -> None:
     )
     assert figures["anomalies"] == ["dirty-read", "lost-append"]
     assert figures["clean_twins"] == {"valid": 1, "invalid": 1, "unknown": 1}
+    assert figures["triggered"] == {"fired": 0, "re_armed": 0}
+
+
+def test_triggered_faults_lags_are_read_off_each_fired_op(tmp_path: Path) -> None:
+    """From the probe line's writing to its reading, to the fault's start (the invoke), to
+    its proof (the completion); a fault that was never proven has no proof lag."""
+    ops = []
+    for i, (written, read, start, proven) in enumerate(
+        [(1.0, 1.002, 1.03, 1.05), (2.0, 2.004, 2.05, None)]
+    ):
+        timing = {"node": "c1", "written_s": written, "read_s": read}
+        value = {"nodes": ["b1"], "on": "recovery-started", "probe_timing": timing}
+        ops.append({"type": "invoke", "f": "kill", "time": int(start * 1e9), "value": value})
+        if proven is not None:
+            done = {**value, "proof": {"b1": {"gone": True}}}
+            ops.append({"type": "info", "f": "kill", "time": int(proven * 1e9), "value": done})
+        ops.append({"index": i, "type": "ok", "f": "append", "time": 0, "value": 1})
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(op) + "\n" for op in ops))
+    (tmp_path / "bkchaos.log").write_text("x INFO recovery-started heard while busy: re-armed\n")
+    lags = triggered_lags(tmp_path)
+    assert [round(v) for v in lags["read"]] == [2, 4]
+    assert [round(v) for v in lags["start"]] == [28, 46]
+    assert [round(v) for v in lags["proven"]] == [20] and lags["re_armed"] == 1
+    summary = _lag_summary([{"triggered": lags}])
+    assert summary["fired"] == 2 and summary["read_ms"] == {"median": 3.0, "p90": 4.0, "max": 4.0}
 
 
 def test_asking_for_an_exposer_on_a_runtime_that_cannot_run_it_exits_254(

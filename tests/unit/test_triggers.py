@@ -1,16 +1,20 @@
 """The runtime-neutral parts of faults triggered by probes (nemesis/triggers.py) and the
-local runtime's reading of probe lines (harness/runtime/probe_tail.py)."""
+reading of probe lines on real processes (harness/runtime/probe_tail.py, the node
+follower bookie_image/image/follow.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bookie_image.image.follow import MAX_LINE, READY, LineSplitter, LogFollower, follow
 from core.generator import Context, Pending
-from harness.runtime.probe_tail import LogFollower, ProbeLine, parse_probe
+from harness.runtime.probe_tail import ProbeLine, parse_probe
 from nemesis.triggers import TriggeredFaults, resolve_targets
 
 BOOKIES = {"b1", "b2", "b3"}
@@ -102,17 +106,67 @@ def test_a_reach_picked_up_late_or_aimed_at_a_down_bookie_waits_for_the_next() -
     assert faults.missed == 1 and faults.armed and not faults.fired
 
 
+def test_a_reach_whose_targets_take_too_long_to_read_waits_for_the_next() -> None:
+    """Reading whether the target can be hit (an exec on a loaded docker node) can take
+    longer than the window: the fault would start late, so the step re-arms."""
+    clock = {"now": 1.0}
+
+    @dataclass
+    class _SlowView(_View):
+        def hittable(self, node: str) -> bool:
+            clock["now"] += 0.3
+            return True
+
+    faults = _faults(_SlowView(), clock, late_s=0.2)
+    _ask(faults, 0.0)
+    faults.on_probe("recovery-started", {"bookies": ["h:3", "h:1"]}, "c2")
+    assert isinstance(_ask(faults, 1.05), Pending)
+    assert faults.missed == 1 and faults.armed and not faults.fired
+
+
+def test_a_line_longer_than_the_bound_is_dropped_whole() -> None:
+    splitter = LineSplitter()
+    assert splitter.feed(b"a\n" + b"x" * (MAX_LINE + 1)) == [b"a"]
+    assert splitter.feed(b"x" * 10 + b"\nb\nc") == [b"b"]  # the long line's rest goes too
+    assert splitter.feed(b"\n") == [b"c"]
+
+
 def test_a_log_is_followed_from_its_end_by_whole_lines(tmp_path: Path) -> None:
     log = tmp_path / "agent.log"
     log.write_bytes(b"written before the run\n")
     follower = LogFollower(log)
     try:
-        assert follower.lines() == []
+        assert list(follower.lines()) == []
         with log.open("ab") as out:
             out.write(b"one\ntw")
             out.flush()
-            assert follower.lines() == [b"one"]
+            assert list(follower.lines()) == [b"one"]
             out.write(b"o\n")
-        assert follower.lines() == [b"two"]
+        assert list(follower.lines()) == [b"two"]
     finally:
         follower.close()
+
+
+def test_the_node_follower_prints_wanted_lines_until_its_input_ends(tmp_path: Path) -> None:
+    """bookie_image/image/follow.py as the controller runs it on a node: READY, then the
+    new lines holding a needle; it returns when its standard input ends."""
+    log = tmp_path / "agent.log"
+    log.write_bytes(b'{"probe": "wanted"} written before\n')
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    needles = [b'"probe": "wanted"']
+    thread = threading.Thread(target=follow, args=(str(log), needles, stdin_r, stdout_w))
+    thread.start()
+    try:
+        out = os.fdopen(stdout_r, "rb", buffering=0)
+        assert out.readline() == READY
+        with log.open("ab") as writer:
+            writer.write(b'{"probe": "other"}\n{"probe": "wanted"} new\n')
+        assert out.readline() == b'{"probe": "wanted"} new\n'
+    finally:
+        os.close(stdin_w)
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+    for fd in (stdin_r, stdout_w):
+        os.close(fd)
+    out.close()
