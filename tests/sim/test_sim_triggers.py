@@ -181,11 +181,16 @@ def test_triggered_steps_replay_only_where_probes_are_heard() -> None:
         TestSpec(runtime="docker", schedule=(step,))
     for runtime in ("sim", "local"):
         assert TestSpec(runtime=runtime, schedule=(step,)).nemesis == ("kill",)
+    on_fencing = _step("bookie-fenced", "kill", ["@self"])  # a bookie reaches it: @self is one
+    check_steps([on_fencing], ["b1", "b2", "b3"], triggered=True)
+    with pytest.raises(UserError, match="no triggered fault can hit it"):
+        TestSpec(runtime="sim", schedule=(_step("client-add-sent", "kill", ["@self"]),))
     for bad, says in [
         ({**step, "on": "no-such-probe"}, "'on' must be one of"),
         ({**step, "f": "wipe"}, "'f' must be one of"),
         ({**step, "hold": 0}, "'hold'"),
         ({**step, "value": {"nodes": ["@9"]}}, "value.nodes"),
+        ({**step, "value": {"nodes": ["@self"]}}, "a client agent reaches 'recovery-started'"),
     ]:
         with pytest.raises(ValueError, match=says):
             check_steps([bad], ["b1", "b2", "b3"], triggered=True)
