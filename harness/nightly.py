@@ -136,7 +136,7 @@ class Matrix:
 
 def load_matrix(path: Path, runtime: str | None = None) -> Matrix:
     """Read and check a matrix file; every cell is validated before the night starts (on
-    `runtime`, when given, instead of each cell's own)."""
+    `runtime`, when given, instead of the defaults': `Matrix.runtime`)."""
     try:
         data = tomllib.loads(path.read_text())
     except OSError as exc:

@@ -47,7 +47,7 @@ COLOURS = {"valid": "green", "invalid": "red", "unknown": "yellow", "error": "re
     "--runtime",
     type=click.Choice(RUNTIMES),
     default=None,
-    help="Run every cell on this runtime (sim: the night's simulated equivalent).",
+    help="Run the cells that name no runtime of their own on this one (sim: the night simulated).",
 )
 @click.option(
     "--rounds",
