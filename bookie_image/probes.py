@@ -42,6 +42,9 @@ class Probe(NamedTuple):
     reference: str
     passage: str
     per_add: bool = False
+    side: str = "client"
+    """Who reaches it: "bookie" or "client" (an agent's client library). A fault a probe
+    triggers aims ``@self`` at the node that reached it, which only a bookie can be."""
 
 
 _FENCING = "that bookie will not accept any further regular writes to that ledger ever again"
@@ -62,72 +65,78 @@ _TRUNCATE = "it deletes all entries with a higher entry id"
 _NOOP = "adding a no-op entry with a new “truncate” flag as the last entry to be recovered"
 _ENSEMBLE_CHANGE = "resending all uncommitted entries to the new bookie"
 
+
+def _bookie(corner: str, reference: str, passage: str) -> Probe:
+    """A probe a bookie reaches."""
+    return Probe(corner, reference, passage, side="bookie")
+
+
 PROBES: dict[str, Probe] = {
     # -- the bookie ----------------------------------------------------------------------
-    "bookie-fenced": Probe("a bookie fences a ledger it had not fenced", "003", _FENCING),
-    "bookie-fenced-add-refused": Probe(
+    "bookie-fenced": _bookie("a bookie fences a ledger it had not fenced", "003", _FENCING),
+    "bookie-fenced-add-refused": _bookie(
         "a fenced bookie refuses a writer's regular add (EFENCED)", "003", _FENCING
     ),
-    "bookie-recovery-add-on-fenced": Probe(
+    "bookie-recovery-add-on-fenced": _bookie(
         "a fenced bookie accepts a recovery add (write-back)",
         "003",
         "Writing entries is idempotent and does not cause duplication or ordering issues.",
     ),
-    "bookie-readonly": Probe(
+    "bookie-readonly": _bookie(
         "a bookie turns read-only (disk full or I/O error)",
         "003",
         "the safest way of decommissioning a bookie is simply to set it to readonly",
     ),
-    "bookie-readonly-add-refused": Probe(
+    "bookie-readonly-add-refused": _bookie(
         "a read-only bookie refuses an add (EREADONLY)",
         "003",
         "the safest way of decommissioning a bookie is simply to set it to readonly",
     ),
-    "bookie-cookie-mismatch": Probe(
+    "bookie-cookie-mismatch": _bookie(
         "a bookie refuses to start: its disks' cookies do not match ZooKeeper's",
         "003",
         "The BookKeeper cookie prevents a bookie from booting in this case",
     ),
-    "bookie-corrupt-entry-read": Probe(
+    "bookie-corrupt-entry-read": _bookie(
         "a read finds a stored entry that does not verify: answered EIO (unknown)",
         "003",
         _UNKNOWN,
     ),
-    "bookie-read-after-restart": Probe(
+    "bookie-read-after-restart": _bookie(
         "a bookie restarted on its old disks serves its first entry read", "003", _NEVER_FORGET
     ),
-    "journal-replay-intact": Probe(
+    "journal-replay-intact": _bookie(
         "a restart replays journal records, every file intact to its end", "003", _NEVER_FORGET
     ),
-    "journal-replay-torn-tail": Probe(
+    "journal-replay-torn-tail": _bookie(
         "a restart finds a journal file ending in a torn (short) record",
         "003",
         "Writes are added to the ledger storage write cache then acknowledged, skipping the "
         "journal completely.",
     ),
-    "journal-replay-corrupt": Probe(
+    "journal-replay-corrupt": _bookie(
         "a restart finds a journal record whose checksum does not match", "003", _NEVER_FORGET
     ),
-    "unbounded-term-raised": Probe(
+    "unbounded-term-raised": _bookie(
         "a bookie raises a ledger's term for a request carrying a higher one",
         "000",
         "If a bookie has a ledger term that is lower than or equal to the ledger term of a "
         "request, it accepts the request and updates its ledger term.",
     ),
-    "unbounded-stale-term-add": Probe(
+    "unbounded-stale-term-add": _bookie(
         "an add of an older term arrives after a newer term: refused (EINVALIDTERM)",
         "000",
         _TERM_REFUSED,
     ),
-    "unbounded-stale-term-read": Probe(
+    "unbounded-stale-term-read": _bookie(
         "a fencing or recovery read of an older term arrives after a newer term: refused",
         "000",
         _TERM_REFUSED,
     ),
-    "unbounded-truncate-applied": Probe(
+    "unbounded-truncate-applied": _bookie(
         "a bookie stores an entry carrying the truncate flag", "000", _TRUNCATE
     ),
-    "unbounded-truncate-dropped": Probe(
+    "unbounded-truncate-dropped": _bookie(
         "the truncate flag drops dirty entries a bookie held beyond it", "000", _TRUNCATE
     ),
     # -- the client: recovery ------------------------------------------------------------

@@ -26,17 +26,20 @@ import time
 import tomllib
 import traceback
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bookie_image import bugs as seeded_bugs
+from bookie_image.probes import PROBES
 from core.signals import sigterm_as_interrupt
 from harness.command_line import SPEC_FIELDS, replay_command
 from harness.errors import UserError
 from harness.store import store_name
 from harness.testspec import WORKLOADS, TestSpec
+from nemesis.schedule import schedule_kinds
 
 RUN_OVERHEAD_S = 20.0
 """First guess of a run's time beyond its run length (cluster start, final reads, checks);
@@ -47,8 +50,16 @@ OWNED_BY_MATRIX = frozenset(
 )
 SPEC_SETTINGS = SPEC_FIELDS - OWNED_BY_MATRIX
 TOP_LEVEL = frozenset(
-    {"budget", "run_length", "store", "workloads", "nemeses", "bugs", "defaults", "configs", "farm"}
+    {
+        *("budget", "run_length", "store", "workloads", "nemeses", "bugs"),
+        *("defaults", "configs", "cells", "farm"),
+    }
 )
+CELL_KEYS = frozenset({"workload", "nemesis", "schedule"})
+"""A `[cells.NAME]` table's own keys; the rest are test settings."""
+MUST_REACH = tuple(sorted(PROBES))
+"""The probes a night must reach: every one, for the sample matrix's cells reach each with
+a correct build (docs/coverage.md; tests/sim/test_sim_nightly_coverage.py)."""
 FARM_KEYS = {"budget": None, "master": "--master", "workload": "--workload", "bugs": "--bug"}
 """The `[farm]` table's keys and the `bkchaos farm` option each becomes."""
 TRENDS_PAGE = "trends/index.html"
@@ -66,6 +77,8 @@ class Cell:
     config: str
     settings: dict[str, Any] = field(compare=False)
     bugs: tuple[str, ...] = ()
+    schedule: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    """A targeted cell's fault steps (`[cells.NAME]`), replayed instead of seeded faults."""
 
     @property
     def id(self) -> str:
@@ -97,15 +110,21 @@ class Matrix:
     defaults: dict[str, Any]
     cells: tuple[Cell, ...]
     farm: FarmStage | None = None
+    runtime: str | None = None
+    """Run the cells on this runtime (`bkchaos nightly --runtime sim`: the night's
+    simulated equivalent) instead of the defaults' — all but a cell that names its own
+    (one whose faults only some runtimes inject)."""
 
     def spec(self, cell: Cell, seed: int, store: str) -> TestSpec:
         """The test of one run of `cell`."""
+        runtime = {"runtime": self.runtime} if self.runtime else {}
         return TestSpec(
-            **{**self.defaults, **cell.settings},
+            **{**self.defaults, **runtime, **cell.settings},
             name=store_name(f"nightly-{cell.id}"),
             workload=cell.workload,
             nemesis=cell.nemesis,
             bugs=cell.bugs,
+            schedule=cell.schedule,
             seed=seed,
             time_limit=self.run_length_s,
             store=store,
@@ -115,8 +134,9 @@ class Matrix:
 # ---- the matrix file -------------------------------------------------------------------
 
 
-def load_matrix(path: Path) -> Matrix:
-    """Read and check a matrix file; every cell is validated before the night starts."""
+def load_matrix(path: Path, runtime: str | None = None) -> Matrix:
+    """Read and check a matrix file; every cell is validated before the night starts (on
+    `runtime`, when given, instead of the defaults': `Matrix.runtime`)."""
     try:
         data = tomllib.loads(path.read_text())
     except OSError as exc:
@@ -148,6 +168,12 @@ def load_matrix(path: Path) -> Matrix:
             workloads, nemeses, configs.items(), bug_sets
         )
     )
+    targeted = data.get("cells", {})
+    if not isinstance(targeted, dict):
+        raise UserError(f"{where}: [cells.NAME] tables expected, e.g. [cells.first-add-lost]")
+    cells += tuple(
+        _cell(name, value, f"{where}: [cells.{name}]") for name, value in targeted.items()
+    )
     matrix = Matrix(
         budget_s=parse_duration(data.get("budget", "1h"), f"{where}: budget"),
         run_length_s=parse_duration(data.get("run_length", 60), f"{where}: run_length"),
@@ -155,6 +181,7 @@ def load_matrix(path: Path) -> Matrix:
         defaults=defaults,
         cells=cells,
         farm=_farm_stage(data["farm"], f"{where}: [farm]") if "farm" in data else None,
+        runtime=runtime,
     )
     for cell in cells:
         try:
@@ -162,6 +189,30 @@ def load_matrix(path: Path) -> Matrix:
         except (UserError, TypeError) as exc:
             raise UserError(f"{where}: cell {cell.id}: {exc}") from None
     return matrix
+
+
+def _cell(name: str, value: Any, where: str) -> Cell:
+    """`[cells.NAME]`: one targeted cell on the clean build, beside the product — a
+    workload, its faults (`nemesis`, or `schedule`: steps as `bkchaos test --schedule`
+    takes, triggered ones included) and test settings — for a protocol corner the product's
+    cells do not reach (docs/coverage.md)."""
+    if not isinstance(value, dict):
+        raise UserError(f"{where} must be a table (workload, nemesis or schedule, settings)")
+    settings = _settings({k: v for k, v in value.items() if k not in CELL_KEYS}, where)
+    workload = value.get("workload", "ledger")
+    if not isinstance(workload, str):
+        raise UserError(f'{where}: workload must be a name, e.g. "unbounded"')
+    schedule = value.get("schedule", [])
+    if not isinstance(schedule, list) or not all(isinstance(step, dict) for step in schedule):
+        raise UserError(f"{where}: schedule must be a list of steps, e.g. [{{at = 1, ...}}]")
+    if schedule and "nemesis" in value:
+        raise UserError(f"{where}: give nemesis or schedule, not both (a schedule names its own)")
+    try:
+        kinds = schedule_kinds(schedule)
+    except (KeyError, TypeError):
+        kinds = ()  # the test's own check names the bad step
+    nemesis = kinds or tuple(_names(value.get("nemesis", []), f"{where}: nemesis", True))
+    return Cell(workload, nemesis, name, settings, schedule=tuple(schedule))
 
 
 def _farm_stage(value: Any, where: str) -> FarmStage:
@@ -242,8 +293,10 @@ def run_nightly(
     night: dt.date,
     budget_s: float | None = None,
     on_run: Callable[[dict[str, Any]], None] | None = None,
+    rounds: int | None = None,
 ) -> dict[str, Any]:
-    """Run the matrix within the budget and return the night's summary (no analysis yet)."""
+    """Run the matrix within the budget (and at most `rounds` rounds) and return the
+    night's summary (no analysis yet)."""
     from harness.runner import run_test
 
     budget_s = matrix.budget_s if budget_s is None else budget_s
@@ -259,6 +312,8 @@ def run_nightly(
     with sigterm_as_interrupt():  # a stopped service still writes its summary
         for cell, round_, seed in plan(matrix.cells, night):
             if time.monotonic() - started + matrix.run_length_s + overhead > budget_s:
+                break
+            if rounds is not None and round_ >= rounds:
                 break
             spec = matrix.spec(cell, seed, str(store))
             t0 = time.monotonic()
@@ -316,6 +371,7 @@ def _run_entry(
         "run_dir": None if run_dir is None else os.path.relpath(run_dir, store),
         "report": None if report is None or not report.exists() else os.path.relpath(report, store),
         "replay": replay_command(spec, run_dir),
+        "coverage": {} if results is None else {p: n for p, n in results["coverage"].items() if n},
     }
 
 
@@ -353,6 +409,7 @@ def summarise(
         "resolved": sorted(s for s in before - set(signatures) if s.split(": ")[0] in ran),
         "detection": detection,
         "not_run": sorted(c.id for c in matrix.cells if c.id not in ran),
+        "coverage": night_coverage(runs, None),
     }
     summary["exit_code"] = (
         EXIT_CLEAN_INVALID
@@ -362,6 +419,23 @@ def summarise(
         else 0
     )
     return summary
+
+
+def night_coverage(runs: list[dict[str, Any]], farm: dict[str, Any] | None) -> dict[str, Any]:
+    """What the night reached of the protocol: each probe's count summed over the runs,
+    the probes the farm's tests reached, and the must-reach probes neither reached."""
+    counts: Counter[str] = Counter()
+    for run in runs:
+        counts.update(run.get("coverage", {}))
+    by_farm = farm.get("probes", []) if farm and farm.get("status") == "ok" else []
+    reached = (set(counts) | set(by_farm)) & set(PROBES)
+    return {
+        "runs": dict(sorted(counts.items())),
+        "farm": by_farm,
+        "reached": len(reached),
+        "probes": len(PROBES),
+        "unreached": [p for p in MUST_REACH if p not in reached],
+    }
 
 
 def _signatures(runs: list[dict[str, Any]]) -> set[str]:
@@ -450,6 +524,9 @@ def run_farm_stage(stage: FarmStage, store: Path, night: dt.date) -> dict[str, A
         "seed": seed,
         **{k: farm[k] for k in keep},
         "coverage": len(farm["coverage"]),
+        "probes": sorted(
+            f.removeprefix("probe:") for f in farm["coverage"] if f.startswith("probe:")
+        ),
         "failures": failures,
     }
 

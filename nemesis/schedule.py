@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bookie_image.probes import PROBES
 from core.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
 from nemesis.kinds import START_STOP, STEP_KIND, TRIGGERED_KINDS
 from nemesis.net import netem_params, packet_destinations
@@ -149,21 +150,28 @@ takeover's term)."""
 
 TRIGGER_TARGETS = ("@0", "@1", "@2", "@self")
 """Targets relative to the probe: the k-th bookie of the ensemble (or write set) it names,
-or the bookie that reached it. A partition's ``"grudge": "@split"`` cuts the old writers
+or the bookie that reached it (``@self``, for the probes a bookie reaches:
+`SELF_TRIGGER_PROBES`). A partition's ``"grudge": "@split"`` cuts the old writers
 (the other clients) off from every bookie of the ensemble but ``value.nodes``, and the
 client that reached the probe off from ``value.nodes``: each side reaches a different
 part."""
+
+SELF_TRIGGER_PROBES = tuple(p for p in TRIGGER_PROBES if PROBES[p].side == "bookie")
+"""The trigger probes a bookie reaches, the only ones ``@self`` can aim at: the others
+are reached by a client agent, which no triggered kind can hit where triggered steps
+replay (the simulation faults a client's links only, the local runtime none of it)."""
 
 SPLIT = "@split"
 
 
 def drawn_targets(probe: str, bookies: Sequence[str]) -> tuple[str, ...]:
     """What a search may aim a step triggered by `probe` at: the bookies of the add's write
-    set for `ADD_TRIGGER_PROBE` (at least two with any WQ a search draws; ``@self`` would
-    be the client), else any relative target or one of `bookies`."""
+    set for `ADD_TRIGGER_PROBE` (at least two with any WQ a search draws), else any
+    relative target or one of `bookies` (``@self`` only where a bookie reaches `probe`)."""
     if probe == ADD_TRIGGER_PROBE:
         return ("@0", "@1")
-    return (*TRIGGER_TARGETS, *bookies)
+    relative = [t for t in TRIGGER_TARGETS if t != "@self" or probe in SELF_TRIGGER_PROBES]
+    return (*relative, *bookies)
 
 
 def is_triggered(step: dict[str, Any]) -> bool:
@@ -230,6 +238,12 @@ def _check_triggered(where: str, step: dict[str, Any], nodes: Sequence[str]) -> 
     allowed = [*nodes, *TRIGGER_TARGETS]
     if not isinstance(targets, list) or not targets or not set(targets) <= set(allowed):
         raise ValueError(f"{where}: value.nodes must be a non-empty list of {allowed}")
+    if "@self" in targets and step[TRIGGER] not in SELF_TRIGGER_PROBES:
+        raise ValueError(
+            f"{where}: '@self' is the node that reached the probe, and a client agent reaches "
+            f"{step[TRIGGER]!r}: no triggered fault can hit it; aim at @0, @1, @2 or a bookie "
+            f"('@self' is for {list(SELF_TRIGGER_PROBES)})"
+        )
     grudge = value.get("grudge", "isolate")
     if step["f"] == "start-partition" and grudge not in ("isolate", SPLIT):
         raise ValueError(f"{where}: a triggered partition's grudge is 'isolate' or '{SPLIT}'")

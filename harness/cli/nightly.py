@@ -13,12 +13,14 @@ from harness.cli import verbosity
 from harness.nightly import (
     final_exit_code,
     load_matrix,
+    night_coverage,
     parse_duration,
     run_analysis,
     run_farm_stage,
     run_nightly,
     write_summary,
 )
+from harness.testspec import RUNTIMES
 
 COLOURS = {"valid": "green", "invalid": "red", "unknown": "yellow", "error": "red"}
 
@@ -41,14 +43,32 @@ COLOURS = {"valid": "green", "invalid": "red", "unknown": "yellow", "error": "re
     is_flag=True,
     help="Skip `bkchaos analyze` (e.g. when the Spark analysis runs elsewhere).",
 )
+@click.option(
+    "--runtime",
+    type=click.Choice(RUNTIMES),
+    default=None,
+    help="Run the cells that name no runtime of their own on this one (sim: the night simulated).",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Stop after this many rounds of the matrix (every cell once per round).",
+)
 def nightly(
-    matrix: Path, store: str | None, budget: str | None, night: Any, no_analyze: bool
+    matrix: Path,
+    store: str | None,
+    budget: str | None,
+    night: Any,
+    no_analyze: bool,
+    runtime: str | None,
+    rounds: int | None,
 ) -> int:
     """Run a test matrix within a time budget and write STORE/nightly/<date>/index.html.
 
     Exit code 1 if a clean configuration was invalid, 255 if a run crashed, else 0.
     """
-    loaded = load_matrix(matrix)
+    loaded = load_matrix(matrix, runtime)
     budget_s = parse_duration(budget, "--budget") if budget is not None else None
     store_dir = Path(store or loaded.store)
     day = night.date() if night is not None else dt.date.today()
@@ -68,11 +88,17 @@ def nightly(
             f"{anomalies} ({run['seconds']:g}s)"
         )
 
-    summary = run_nightly(loaded, store_dir, day, budget_s, on_run=show)
+    summary = run_nightly(loaded, store_dir, day, budget_s, on_run=show, rounds=rounds)
     if loaded.farm is not None and not summary["interrupted"]:
         console.print(f"bkchaos farm ({loaded.farm.budget_s:g}s) …")
         summary["farm"] = run_farm_stage(loaded.farm, store_dir, day)
         summary["exit_code"] = final_exit_code(summary)
+        summary["coverage"] = night_coverage(summary["runs"], summary["farm"])
+    cov = summary["coverage"]
+    console.print(
+        f"protocol coverage: {cov['reached']} of {cov['probes']} probes reached; must-reach "
+        f"probes never reached: {', '.join(cov['unreached']) or 'none'}"
+    )
     analyze = not (no_analyze or summary["interrupted"])
     summary["analysis"] = {"status": "running" if analyze else "skipped"}
     page = write_summary(summary, store_dir)  # a night whose analysis dies still has a page

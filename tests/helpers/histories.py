@@ -119,7 +119,14 @@ def _fresh(ops: Ops) -> int:
 
 
 def lost_append(ops: Ops, rng: random.Random) -> Ops | None:
-    acked = [op["value"] for op in _oks(ops, "append") if _closed(ops, op["value"]["ledger"])]
+    """Drop an acknowledged entry from every closed read of its ledger: one still there
+    (applied twice, the mutation must not pick an entry it dropped already)."""
+    acked = [
+        v
+        for v in (op["value"] for op in _oks(ops, "append"))
+        if (reads := _closed(ops, v["ledger"]))
+        and all([v["entry"], v["payload"]] in r["value"]["entries"] for r in reads)
+    ]
     if not acked:
         return None
     v = rng.choice(acked)

@@ -15,6 +15,7 @@ from harness.sim.corpus import Candidate, Corpus, Fault, Space, features, steere
 from harness.sim.search import DRAWN_CHOICES
 from harness.testspec import WORKLOADS
 from nemesis.kinds import SIM_NEMESES
+from nemesis.schedule import SELF_TRIGGER_PROBES, TRIGGER_PROBES
 
 pytestmark = pytest.mark.sim
 
@@ -66,6 +67,16 @@ def test_the_corpus_draws_power_losses_and_kills_of_a_bookie_an_add_is_sent_to()
     on_add = [f for f in (SPACE.fault(rng) for _ in range(2000)) if f.trigger == "client-add-sent"]
     assert {f.kind for f in on_add} >= {"kill", "power-loss"}
     assert {t for f in on_add for t in f.targets} == {"@0", "@1"}
+
+
+def test_the_corpus_aims_self_only_at_probes_a_bookie_reaches() -> None:
+    """`@self` is the node that reached the probe: a bookie for fencing and a raised term,
+    a client agent for the rest, which no triggered fault can hit (it would never fire)."""
+    rng = random.Random(1)
+    triggered = [f for f in (SPACE.fault(rng) for _ in range(3000)) if f.trigger]
+    at_self = {f.trigger for f in triggered if "@self" in f.targets}
+    assert at_self == set(SELF_TRIGGER_PROBES) == {"bookie-fenced", "unbounded-term-raised"}
+    assert {f.trigger for f in triggered} == set(TRIGGER_PROBES)
 
 
 def test_a_fault_renders_as_a_start_and_a_stop_step() -> None:

@@ -179,11 +179,16 @@ def test_triggered_steps_replay_on_every_runtime_and_bad_ones_are_refused() -> N
         assert TestSpec(runtime=runtime, schedule=(step,)).nemesis == ("kill",)
     with pytest.raises(UserError, match="'on' must be one of"):
         TestSpec(runtime="docker", schedule=({**step, "on": "no-such-probe"},))
+    on_fencing = _step("bookie-fenced", "kill", ["@self"])  # a bookie reaches it: @self is one
+    check_steps([on_fencing], ["b1", "b2", "b3"])
+    with pytest.raises(UserError, match="no triggered fault can hit it"):
+        TestSpec(runtime="sim", schedule=(_step("client-add-sent", "kill", ["@self"]),))
     for bad, says in [
         ({**step, "on": "no-such-probe"}, "'on' must be one of"),
         ({**step, "f": "wipe"}, "'f' must be one of"),
         ({**step, "hold": 0}, "'hold'"),
         ({**step, "value": {"nodes": ["@9"]}}, "value.nodes"),
+        ({**step, "value": {"nodes": ["@self"]}}, "a client agent reaches 'recovery-started'"),
     ]:
         with pytest.raises(ValueError, match=says):
             check_steps([bad], ["b1", "b2", "b3"])

@@ -9,8 +9,19 @@ from pathlib import Path
 
 import pytest
 
+from bookie_image.probes import PROBES
 from harness.errors import UserError
-from harness.nightly import Cell, Matrix, final_exit_code, load_matrix, plan, summarise
+from harness.nightly import (
+    MUST_REACH,
+    Cell,
+    Matrix,
+    final_exit_code,
+    load_matrix,
+    night_coverage,
+    plan,
+    render_html,
+    summarise,
+)
 from tests.helpers.cli import BKCHAOS
 from tests.helpers.nightly import NIGHT, write_matrix
 
@@ -115,3 +126,93 @@ def test_a_failed_analysis_fails_an_otherwise_clean_night() -> None:
     assert night(0, "failed") == 255  # Spark crashed or disagreed with the Python checker
     assert night(1, "failed") == 1  # an invalid clean run stays the headline
     assert night(0, "failed", interrupted=True) == 130
+
+
+TARGETED = """
+[defaults]
+bookies = 5
+
+[cells.first-add-lost]
+workload = "unbounded"
+bookies = 3
+schedule = [
+  {at = 0, on = "client-add-sent", f = "power-loss", value = {nodes = ["@0", "@1"]}, hold = 2},
+]
+
+[cells.split]
+workload = "unbounded"
+runtime = "sim"
+schedule = [{at = 1, on = "recovery-started", f = "kill", value = {nodes = ["@0"]}, hold = 1}]
+
+[cells.plain]
+nemesis = ["pause"]
+takeovers = 0.3
+"""
+
+
+def test_targeted_cells_join_the_product_with_their_faults_and_settings(tmp_path: Path) -> None:
+    matrix = load_matrix(write_matrix(tmp_path, TARGETED))
+    ids = [cell.id for cell in matrix.cells]
+    assert ids == [
+        "ledger/kill+pause/default/clean",  # the product: the defaults' workload and nemeses
+        "unbounded/power-loss/first-add-lost/clean",
+        "unbounded/kill/split/clean",
+        "ledger/pause/plain/clean",
+    ]
+    first, split, plain = matrix.cells[1:]
+    spec = matrix.spec(first, 7, "store")
+    assert spec.bookies == 3 and spec.workload == "unbounded" and spec.runtime == "local"
+    assert spec.schedule == first.schedule and spec.schedule[0]["on"] == "client-add-sent"
+    assert matrix.spec(plain, 7, "store").takeovers == 0.3
+    assert matrix.spec(split, 7, "store").runtime == "sim"  # a cell may name its own
+    # --runtime sim moves every cell that does not name its own runtime
+    simulated = load_matrix(write_matrix(tmp_path, TARGETED), "sim")
+    assert {simulated.spec(cell, 7, "store").runtime for cell in simulated.cells} == {"sim"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("cells = 3", "[cells.NAME] tables expected"),
+        ("[cells.x]\nwq = 3", "[cells.x]: unknown settings ['wq']"),
+        ("[cells.x]\nschedule = 'steps.json'", "schedule must be a list of steps"),
+        (
+            "[cells.x]\nnemesis = ['kill']\n"
+            "schedule = [{at = 1, f = 'kill', value = {nodes = ['b1']}}]",
+            "give nemesis or schedule, not both",
+        ),
+        (
+            "[cells.x]\nschedule = [{at = 1, on = 'recovery-started', f = 'kill', "
+            "value = {nodes = ['@self']}, hold = 1}]",
+            "a client agent reaches 'recovery-started'",
+        ),
+        (  # partitions on the default (local) runtime: refused before the night starts
+            "[cells.x]\nschedule = [{at = 1, f = 'start-partition', value = {nodes = ['b1']}}]",
+            "cell ledger/partition/x/clean",
+        ),
+    ],
+)
+def test_a_bad_targeted_cell_is_refused_saying_what_to_fix(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(UserError) as error:
+        load_matrix(write_matrix(tmp_path, text))
+    assert message in str(error.value)
+
+
+def test_the_night_s_coverage_sums_its_runs_and_adds_the_farm_s_probes() -> None:
+    runs = [
+        {"coverage": {"recovery-started": 2, "bookie-fenced": 1}},
+        {"coverage": {"recovery-started": 3}},
+        {},  # a crashed run: no coverage
+    ]
+    farm = {"status": "ok", "probes": ["bookie-fenced", "unbounded-takeover"]}
+    cov = night_coverage(runs, farm)
+    assert cov["runs"] == {"bookie-fenced": 1, "recovery-started": 5}
+    assert cov["reached"] == 3 and cov["probes"] == len(PROBES)
+    assert "unbounded-takeover" not in cov["unreached"] and "recovery-empty" in cov["unreached"]
+    assert len(cov["unreached"]) == len(MUST_REACH) - 3
+    assert night_coverage(runs, {"status": "failed"})["reached"] == 2
+    summary = summarise(Matrix(60, 5, "store", {}, ()), NIGHT, [], None)
+    page = render_html({**summary, "coverage": cov, "analysis": {"status": "skipped"}})
+    assert "3 of" in page and "recovery-empty" in page

@@ -63,6 +63,29 @@ def test_every_declared_probe_is_placed_in_the_product_and_every_placed_one_decl
             assert name in PROBES, name
 
 
+def test_each_probe_is_reached_on_the_side_it_declares() -> None:
+    """`side` is what aims a triggered fault's `@self`: a probe declared a bookie's is
+    reached in the bookie's code only, a client's in the client library only."""
+    placed: dict[str, set[str]] = {}
+    for path in PRODUCT.rglob("*.py"):
+        for name in re.findall(r'reach\(\s*"([a-z-]+)"', path.read_text(encoding="utf-8")):
+            placed.setdefault(name, set()).add(path.relative_to(PRODUCT).parts[0])
+    # `"a" if … else "b"` places two probes in one call
+    for path in PRODUCT.rglob("*.py"):
+        for pair in re.findall(r'reach\(\s*"([a-z-]+)" if .*? else "([a-z-]+)"', path.read_text()):
+            for name in pair:
+                placed.setdefault(name, set()).add(path.relative_to(PRODUCT).parts[0])
+    assert {p.side for p in PROBES.values()} == {"bookie", "client"}
+    for name, probe in PROBES.items():
+        if name in placed:
+            assert placed[name] == {probe.side}, (name, placed[name])
+    assert {n for n, p in PROBES.items() if p.side == "bookie"} >= {
+        "bookie-fenced",
+        "unbounded-term-raised",
+        "journal-replay-torn-tail",
+    }
+
+
 def test_reach_is_free_without_a_listener_and_strict_with_one() -> None:
     reach("no-such-probe", ledger=1)  # nobody listens: not even the name is looked up
     heard: list[tuple[str, dict[str, object]]] = []
