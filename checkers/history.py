@@ -309,11 +309,11 @@ class Indexer:
         return self.busy == 0
 
     def add(self, op: Op) -> None:
-        self.line += 1
-        line = self.line
-        if op.index <= self.last_index:
-            raise HistoryError(f"line {line}: index {op.index} does not increase")
-        self.last_index = op.index
+        self.line = line = self.line + 1
+        index = op.index
+        if index <= self.last_index:
+            raise HistoryError(f"line {line}: index {index} does not increase")
+        self.last_index = index
         self.last = op
         process = op.process
         if type(process) is str and process != NEMESIS:
@@ -337,7 +337,7 @@ class Indexer:
             raise HistoryError(f"line {line}: completes {op.f!r} but op {inv.index} is {inv.f!r}")
         if process != NEMESIS:
             self.busy -= 1
-        self._add(Call(inv, op, kind, op.index), line)
+        self._add(Call(inv, op, kind, index), line)
 
     def cut(self) -> None:
         """Drop the segment's fields; remember the ledgers, streams and payloads it
@@ -350,6 +350,7 @@ class Indexer:
         for r in h.reads:
             if r.entries:
                 retired.payloads.update(map(_PAYLOAD, r.entries))
+        self._count_acked()
         h.drop_segment()
 
     def finish(self) -> History:
@@ -361,45 +362,57 @@ class Indexer:
         for inv in sorted(self.outstanding.values(), key=lambda o: o.index):
             self._add(Call(inv, None, "info", line + inv.index), line)
         self.outstanding.clear()
+        self._count_acked()
         return h
+
+    def _count_acked(self) -> None:
+        """Add the segment's ok appends per ledger to the whole history's counts (once
+        per segment, not once per ack; a ledger is in one segment only)."""
+        h = self.h
+        for ledger, acked in h.acked.items():
+            h.acked_counts[ledger] = h.acked_counts.get(ledger, 0) + len(acked)
 
     def _add(self, call: Call, line: int) -> None:
         """Index one call; a missing or mistyped value field is a HistoryError."""
         h = self.h
         inv = call.inv
-        f = inv.f
-        if h.first_time is None or inv.time < h.first_time:
-            h.first_time = inv.time
+        f, time, value = inv.f, inv.time, inv.value
+        first_time = h.first_time
+        if first_time is None or time < first_time:
+            h.first_time = time
         if inv.process == NEMESIS:
             h.nemesis.append(call)
             return
         h.calls.append(call)
         h.client_calls += 1
-        if inv.value is not None and inv.value.after_heal is not None:
+        if value is not None and value.after_heal is not None:
             h.progress.append(call)
         kind = call.type
+        counts = h.counts
         counted = (f, kind)
-        h.counts[counted] = h.counts.get(counted, 0) + 1
+        counts[counted] = counts.get(counted, 0) + 1
         retired = self.retired
         try:
             if kind == "ok":
-                done = call.done
                 times = h.ok_times.get(f)
                 if times is None:
                     times = h.ok_times[f] = (array("q"), array("q"))
-                times[0].append(inv.time)
-                times[1].append(done.time)
-            if f == "append":  # most ops: inlined
-                payload = inv.value.payload
+                times[0].append(time)
+                times[1].append(call.done.time)
+            if f == "append":  # most ops: inlined, type checks too
+                payload, asked = value.payload, value.ledger
                 if type(payload) is not str:
                     raise TypeError(f"payload {payload!r} is not a string")
-                asked = inv.value.ledger
-                if asked is not None:
+                if asked is not None and type(asked) is not str:
                     _check_ledger(asked)
                 if kind == "ok":
                     done = call.done.value
                     ledger, entry = done.ledger, done.entry
-                    if not (_int64(entry) and _ledger_id(ledger)):
+                    if not (
+                        type(entry) is int
+                        and INT64_MIN <= entry <= INT64_MAX
+                        and (type(ledger) is str or _int64(ledger))
+                    ):
                         raise TypeError(f"ledger {ledger!r} or entry {entry!r} is mistyped")
                     a = Append(payload, ledger, entry, kind, call)
                     acked = h.acked.get(ledger)
@@ -412,16 +425,14 @@ class Indexer:
                         _stream(h, ledger, done, retired)
                     else:
                         acked.append(a)
-                    h.acked_counts[ledger] = h.acked_counts.get(ledger, 0) + 1
                 else:
                     a = Append(payload, asked, None, kind, call)
                     if asked is not None:
                         h.ledgers[asked] = None
                         h.touched[asked] = None
-                if payload not in h.appends:
+                if h.appends.setdefault(payload, a) is a:  # the payload's first append
                     if retired is not None:
                         retired.payload(payload)
-                    h.appends[payload] = a
                     if kind == "fail":
                         h.failed.add(payload)
                 if kind != "fail":
