@@ -72,7 +72,7 @@ def ledger_writers(h: History, auth: dict[Any, Content]) -> dict[Any, Writers]:
             if a is None or a.type == "fail":
                 continue
             if a is not prev:
-                calls.append(a.call)
+                calls.append(a)  # an Append is its own call
                 firsts.append(e)
                 lasts.append(e)
                 prev = a
