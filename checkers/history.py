@@ -95,6 +95,7 @@ class Append(Call, gc=False):
     payload: str = ""
     ledger: Any = None
     entry: int | None = None
+    first: bool = False  # the first append of its payload: `History.appends` holds it
 
     @property
     def call(self) -> Call:
@@ -441,6 +442,7 @@ class Indexer:
                         h.ledgers[asked] = None
                         h.touched[asked] = None
                 if h.appends.setdefault(payload, a) is a:  # the payload's first append
+                    a.first = True
                     if retired is not None:
                         retired.payload(payload)
                     if kind == "fail":
