@@ -48,6 +48,7 @@ class Writers(NamedTuple):
     carrying one append's payload counted once, with the run's first and last entry."""
 
     calls: list[Call]
+    keys: list[int]  # the calls' keys: where they completed
     firsts: list[int]
     lasts: list[int]
 
@@ -64,6 +65,7 @@ def ledger_writers(h: History, auth: dict[Any, Content]) -> dict[Any, Writers]:
     found: dict[Any, Writers] = {}
     for ledger, at in _version_orders(h, auth).items():
         calls: list[Call] = []
+        keys: list[int] = []
         firsts: list[int] = []
         lasts: list[int] = []
         prev: Append | None = None
@@ -72,14 +74,15 @@ def ledger_writers(h: History, auth: dict[Any, Content]) -> dict[Any, Writers]:
             if a is None or a.type == "fail":
                 continue
             if a is not prev:
-                calls.append(a.call)
+                calls.append(a)  # an Append is its own call
+                keys.append(a.key)
                 firsts.append(e)
                 lasts.append(e)
                 prev = a
             else:
                 lasts[-1] = e
         if calls:
-            found[ledger] = Writers(calls, firsts, lasts)
+            found[ledger] = Writers(calls, keys, firsts, lasts)
     return found
 
 
@@ -150,24 +153,15 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in merged]
 
 
-def _add_window(g: nx.DiGraph, calls: list[Call], edges: list[Edge]) -> None:
-    """Add one span's calls to the graph: its data edges, then process and realtime
-    edges (spans are disjoint, so one graph holds them all without linking them)."""
-    g.add_nodes_from(c.inv.index for c in calls)
-
-    def link(u: Call, v: Call, kind: str, why: tuple[Any, ...]) -> None:
-        # the first kind wins: data edges are added first, so a cycle needs the fewest
-        # ordering assumptions
-        if u is not v and not g.has_edge(u.inv.index, v.inv.index):
-            g.add_edge(u.inv.index, v.inv.index, kind=kind, why=why, calls=(u, v))
-
-    for edge in edges:
-        link(*edge)
+def _window_links(calls: list[Call], edges: list[Edge]) -> Iterator[Edge]:
+    """One span's edges: its data edges, then process and realtime edges (realtime
+    ones to the frontier of latest completions, Elle's trick)."""
+    yield from edges
     last: dict[Any, Call] = {}
     for c in calls:
         prev = last.get(c.inv.process)
         if prev is not None:
-            link(prev, c, "process", (c.inv.process,))
+            yield prev, c, "process", (c.inv.process,)
         last[c.inv.process] = c
     events = [(c.inv.index, c) for c in calls]
     events += [(c.done.index, c) for c in calls if c.type == "ok"]
@@ -178,11 +172,43 @@ def _add_window(g: nx.DiGraph, calls: list[Call], edges: list[Edge]) -> None:
         if at == c.inv.index:
             preds[at] = list(frontier.values())
             for p in preds[at]:
-                link(p, c, "realtime", ())
+                yield p, c, "realtime", ()
         else:
             for p in preds[c.inv.index]:
                 frontier.pop(p.inv.index, None)
             frontier[c.inv.index] = c
+
+
+def _cyclic(calls: list[Call], links: list[Edge]) -> bool:
+    """Whether a span's edges close a cycle (Kahn's algorithm): most spans have none
+    and need no graph at all."""
+    into = dict.fromkeys(map(id, calls), 0)
+    out: dict[int, list[int]] = {}
+    for u, v, _, _ in links:
+        if u is not v:
+            into[id(v)] += 1
+            out.setdefault(id(u), []).append(id(v))
+    ready = [n for n, k in into.items() if k == 0]
+    done = 0
+    while ready:
+        n = ready.pop()
+        done += 1
+        for m in out.get(n, ()):
+            into[m] -= 1
+            if into[m] == 0:
+                ready.append(m)
+    return done < len(into)
+
+
+def _add_window(g: nx.DiGraph, calls: list[Call], links: list[Edge]) -> None:
+    """Add one span's calls and edges to the graph (spans are disjoint, so one graph
+    holds them all without linking them)."""
+    g.add_nodes_from(c.inv.index for c in calls)
+    for u, v, kind, why in links:
+        # the first kind wins: data edges come first, so a cycle needs the fewest
+        # ordering assumptions
+        if u is not v and not g.has_edge(u.inv.index, v.inv.index):
+            g.add_edge(u.inv.index, v.inv.index, kind=kind, why=why, calls=(u, v))
 
 
 START_LIMIT = 20
@@ -344,7 +370,7 @@ def graph_anomalies(h: History) -> tuple[dict[str, list[Case]], dict[str, int]]:
     are built, in the order `data_edges` gives them."""
     auth = authoritative(h)
     writers = ledger_writers(h, auth)
-    keys = {ledger: [c.key for c in w.calls] for ledger, w in writers.items()}
+    keys = {ledger: w.keys for ledger, w in writers.items()}
     links = list(_linking_edges(h, auth, writers))
     backward = [(v.key, u.key) for u, v, _, _ in links if u.key >= v.key]
     for ks in keys.values():
@@ -373,7 +399,9 @@ def graph_anomalies(h: History) -> tuple[dict[str, list[Case]], dict[str, int]]:
 
     g = nx.DiGraph()
     for calls, window_edges in zip(members, inside, strict=True):
-        _add_window(g, calls, window_edges)
+        span_links = list(_window_links(calls, window_edges))
+        if _cyclic(calls, span_links):
+            _add_window(g, calls, span_links)
     calls = {c.inv.index: c for window in members for c in window}
     found: dict[str, list[Case]] = {}
     for component in nx.strongly_connected_components(g):

@@ -86,14 +86,20 @@ class Call(msgspec.Struct, gc=False):
         return [self.inv.index] if self.done is None else [self.inv.index, self.done.index]
 
 
-class Append(msgspec.Struct, gc=False):
-    """An append call; `ledger`/`entry` are known from the ok value or the invoke."""
+class Append(Call, gc=False):
+    """A client append call, with its payload and where it went (`ledger`/`entry` from
+    the ok value, else the ledger the invoke asked for). It is its own Call, not a
+    second object beside one: a million-op history holds about half a million appends,
+    and every walk over them (finders, stream, graph) reads the call's fields too."""
 
-    payload: str
-    ledger: Any
-    entry: int | None
-    type: str
-    call: Call
+    payload: str = ""
+    ledger: Any = None
+    entry: int | None = None
+    first: bool = False  # the first append of its payload: `History.appends` holds it
+
+    @property
+    def call(self) -> Call:
+        return self
 
 
 class Read(msgspec.Struct, gc=False):
@@ -309,11 +315,11 @@ class Indexer:
         return self.busy == 0
 
     def add(self, op: Op) -> None:
-        self.line += 1
-        line = self.line
-        if op.index <= self.last_index:
-            raise HistoryError(f"line {line}: index {op.index} does not increase")
-        self.last_index = op.index
+        self.line = line = self.line + 1
+        index = op.index
+        if index <= self.last_index:
+            raise HistoryError(f"line {line}: index {index} does not increase")
+        self.last_index = index
         self.last = op
         process = op.process
         if type(process) is str and process != NEMESIS:
@@ -337,7 +343,7 @@ class Indexer:
             raise HistoryError(f"line {line}: completes {op.f!r} but op {inv.index} is {inv.f!r}")
         if process != NEMESIS:
             self.busy -= 1
-        self._add(Call(inv, op, kind, op.index), line)
+        self._add(inv, op, kind, index, line)
 
     def cut(self) -> None:
         """Drop the segment's fields; remember the ledgers, streams and payloads it
@@ -350,6 +356,7 @@ class Indexer:
         for r in h.reads:
             if r.entries:
                 retired.payloads.update(map(_PAYLOAD, r.entries))
+        self._count_acked()
         h.drop_segment()
 
     def finish(self) -> History:
@@ -359,49 +366,65 @@ class Indexer:
         if self.last is not None:
             h.end_time = self.last.time
         for inv in sorted(self.outstanding.values(), key=lambda o: o.index):
-            self._add(Call(inv, None, "info", line + inv.index), line)
+            self._add(inv, None, "info", line + inv.index, line)
         self.outstanding.clear()
+        self._count_acked()
         return h
 
-    def _add(self, call: Call, line: int) -> None:
+    def _count_acked(self) -> None:
+        """Add the segment's ok appends per ledger to the whole history's counts (once
+        per segment, not once per ack; a ledger is in one segment only)."""
+        h = self.h
+        for ledger, acked in h.acked.items():
+            h.acked_counts[ledger] = h.acked_counts.get(ledger, 0) + len(acked)
+
+    def _add(self, inv: Op, done: Op | None, kind: str, key: int, line: int) -> None:
         """Index one call; a missing or mistyped value field is a HistoryError."""
         h = self.h
-        inv = call.inv
-        f = inv.f
-        if h.first_time is None or inv.time < h.first_time:
-            h.first_time = inv.time
+        f, time, value = inv.f, inv.time, inv.value
+        call = (
+            Append(inv, done, kind, key)
+            if f == "append" and inv.process != NEMESIS
+            else Call(inv, done, kind, key)
+        )
+        first_time = h.first_time
+        if first_time is None or time < first_time:
+            h.first_time = time
         if inv.process == NEMESIS:
             h.nemesis.append(call)
             return
         h.calls.append(call)
         h.client_calls += 1
-        if inv.value is not None and inv.value.after_heal is not None:
+        if value is not None and value.after_heal is not None:
             h.progress.append(call)
-        kind = call.type
+        counts = h.counts
         counted = (f, kind)
-        h.counts[counted] = h.counts.get(counted, 0) + 1
+        counts[counted] = counts.get(counted, 0) + 1
         retired = self.retired
         try:
             if kind == "ok":
-                done = call.done
                 times = h.ok_times.get(f)
                 if times is None:
                     times = h.ok_times[f] = (array("q"), array("q"))
-                times[0].append(inv.time)
+                times[0].append(time)
                 times[1].append(done.time)
-            if f == "append":  # most ops: inlined
-                payload = inv.value.payload
+            if f == "append":  # most ops: inlined, type checks too
+                payload, asked = value.payload, value.ledger
                 if type(payload) is not str:
                     raise TypeError(f"payload {payload!r} is not a string")
-                asked = inv.value.ledger
-                if asked is not None:
+                if asked is not None and type(asked) is not str:
                     _check_ledger(asked)
                 if kind == "ok":
-                    done = call.done.value
-                    ledger, entry = done.ledger, done.entry
-                    if not (_int64(entry) and _ledger_id(ledger)):
+                    got = done.value
+                    ledger, entry = got.ledger, got.entry
+                    if not (
+                        type(entry) is int
+                        and INT64_MIN <= entry <= INT64_MAX
+                        and (type(ledger) is str or _int64(ledger))
+                    ):
                         raise TypeError(f"ledger {ledger!r} or entry {entry!r} is mistyped")
-                    a = Append(payload, ledger, entry, kind, call)
+                    a = call
+                    a.payload, a.ledger, a.entry = payload, ledger, entry
                     acked = h.acked.get(ledger)
                     if acked is None:
                         if retired is not None:
@@ -409,19 +432,19 @@ class Indexer:
                         h.touched[ledger] = None
                         h.acked[ledger] = [a]
                         h.ledgers[ledger] = None
-                        _stream(h, ledger, done, retired)
+                        _stream(h, ledger, got, retired)
                     else:
                         acked.append(a)
-                    h.acked_counts[ledger] = h.acked_counts.get(ledger, 0) + 1
                 else:
-                    a = Append(payload, asked, None, kind, call)
+                    a = call
+                    a.payload, a.ledger = payload, asked
                     if asked is not None:
                         h.ledgers[asked] = None
                         h.touched[asked] = None
-                if payload not in h.appends:
+                if h.appends.setdefault(payload, a) is a:  # the payload's first append
+                    a.first = True
                     if retired is not None:
                         retired.payload(payload)
-                    h.appends[payload] = a
                     if kind == "fail":
                         h.failed.add(payload)
                 if kind != "fail":
@@ -431,16 +454,16 @@ class Indexer:
             elif f == "audit" and kind == "ok":
                 _audit(h, call)
             elif f == "create" and kind == "ok":
-                done = call.done.value
-                _check_ledger(done.ledger)
-                h.ledgers[done.ledger] = None
-                h.touched[done.ledger] = None
-                _stream(h, done.ledger, done, retired)
-                if done.ensemble is not None:
-                    if not _int64(done.ensemble):
-                        raise TypeError(f"ensemble size {done.ensemble!r} is not a 64-bit int")
-                    h.sizes[done.ledger] = done.ensemble
-                _ensembles(h, done.ledger, call)
+                got = done.value
+                _check_ledger(got.ledger)
+                h.ledgers[got.ledger] = None
+                h.touched[got.ledger] = None
+                _stream(h, got.ledger, got, retired)
+                if got.ensemble is not None:
+                    if not _int64(got.ensemble):
+                        raise TypeError(f"ensemble size {got.ensemble!r} is not a 64-bit int")
+                    h.sizes[got.ledger] = got.ensemble
+                _ensembles(h, got.ledger, call)
             elif f in ("close", "recover"):
                 ledger = _check_ledger(call.inv.value.ledger)
                 if f == "recover":

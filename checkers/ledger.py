@@ -8,8 +8,8 @@ appends never appear in a definition except as payloads that may legitimately be
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import repeat
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import is_, itemgetter
 from typing import Any, NamedTuple
 
 from checkers.history import Append, Call, History, Read
@@ -53,28 +53,46 @@ def in_entry_order(at: dict[int, str], appends: dict[str, Append]) -> EntryOrder
 def content_order(h: History, auth: dict[Any, Content]) -> dict[Any, EntryOrder]:
     """Checked ledger -> its authoritative content in entry order, with the appends; shared
     by the stream and graph checkers, which both walk it."""
-    found = h.memo.get("content_order")
-    if found is None:
-        found = h.memo["content_order"] = {
-            ledger: in_entry_order(content.at, h.appends) for ledger, content in auth.items()
-        }
-    return found
+    if "content_order" not in h.memo:
+        _compare_acks(h, auth)
+    return h.memo["content_order"]
 
 
 def unmatched(h: History, auth: dict[Any, Content]) -> dict[Any, list[Append]]:
     """Checked ledger -> its ok appends, in order, whose entry in the authoritative
     content does not hold their payload: the lost appends, the divergences from the
-    closed read and the graph's rw edges from it are all among these. Computed once per
-    history: comparing every ack with the content is one of the costliest scans."""
-    found = h.memo.get("unmatched")
-    if found is None:
-        found = h.memo["unmatched"] = {}
-        for ledger, acked in h.acked.items():
-            content = auth.get(ledger)
-            if content is not None:
-                at = content.at
-                found[ledger] = [a for a in acked if at.get(a.entry) != a.payload]
-    return found
+    closed read and the graph's rw edges from it are all among these."""
+    if "unmatched" not in h.memo:
+        _compare_acks(h, auth)
+    return h.memo["unmatched"]
+
+
+def _compare_acks(h: History, auth: dict[Any, Content]) -> None:
+    """Compare every ok append with its ledger's authoritative content, once per history
+    (`unmatched`), and put the content in entry order (`content_order`): an ack that
+    matches and is its payload's first append is that entry's append, so only the other
+    entries are looked up in `h.appends` (a dict of every payload: a look-up per entry
+    there cost more than the comparison)."""
+    missing: dict[Any, list[Append]] = {}
+    ordered: dict[Any, EntryOrder] = {}
+    for ledger, content in auth.items():
+        at = content.at
+        lost: list[Append] = []
+        writer: dict[int, Append] = {}
+        for a in h.acked.get(ledger, ()):
+            if at.get(a.entry) != a.payload:
+                lost.append(a)
+            elif a.first:
+                writer[a.entry] = a
+        entries = sorted(at)
+        apps: list[Append | None] = list(map(writer.get, entries))
+        if len(writer) < len(entries):  # the others, found at C speed
+            for i in compress(range(len(apps)), map(is_, apps, repeat(None))):
+                apps[i] = h.appends.get(at[entries[i]])
+        ordered[ledger] = entries, apps
+        missing[ledger] = lost
+    h.memo["content_order"] = ordered
+    h.memo["unmatched"] = {ledger: missing[ledger] for ledger in h.acked if ledger in auth}
 
 
 def _entry_reads(h: History) -> Iterator[Read]:

@@ -44,22 +44,21 @@ def realtime_order(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
                 if b is None:
                     continue
                 p = b.payload
-                if witness is not None and witness.call.done.index < b.call.inv.index:
+                # an ok call's key is its completion's index
+                if witness is not None and witness.key < b.inv.index:
                     a = witness
                     yield case(
                         f"in stream {stream!r}, the append of {a.payload!r} completed (op "
-                        f"{a.call.done.index}) before the append of {p!r} was invoked (op "
-                        f"{b.call.inv.index}), yet {p!r} is earlier: entry {e} of ledger "
+                        f"{a.done.index}) before the append of {p!r} was invoked (op "
+                        f"{b.inv.index}), yet {p!r} is earlier: entry {e} of ledger "
                         f"{ledger} vs entry {a.entry} of ledger {a.ledger}.",
-                        a.call.ops + b.call.ops,
+                        a.ops + b.ops,
                         ledger=ledger,
                         entry=e,
                         payload=p,
                         stream=stream,
                     )
-                if b.type == "ok" and (
-                    witness is None or b.call.done.index < witness.call.done.index
-                ):
+                if b.type == "ok" and (witness is None or b.key < witness.key):
                     witness = b
 
 

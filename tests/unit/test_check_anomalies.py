@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
+from checkers import index_history
 from checkers.graph import classify
+from checkers.history import ops_from_dicts
+from checkers.ledger import authoritative, content_order
 from tests.helpers.histories import H
 
 
@@ -116,6 +119,23 @@ def test_failed_append_visible() -> None:
     r = h.check()
     assert r["anomaly_types"] == ["failed-append-visible"]
     assert cases(r, "failed-append-visible")[0]["ops"] == failed + read
+
+
+def test_a_retried_payload_is_its_first_appends_in_the_content() -> None:
+    """p0 failed, then was appended again and acknowledged at entry 0: the closed
+    content's entry is p0's first append (the failed one) for every checker, though the
+    ack matches it (the shared pass over the acks takes a matching ack as its entry's
+    append only if it is its payload's first)."""
+    h = H()
+    failed = h.append(0, 7, "p0", kind="fail")
+    h.append(1, 7, "p0", 0)
+    read = h.read(2, 7, [(0, "p0")])
+    indexed = index_history(ops_from_dicts(h.ops))
+    entries, appends = content_order(indexed, authoritative(indexed))[7]
+    assert entries == [0] and [a.call.ops for a in appends] == [failed]
+    r = h.check()
+    assert r["anomaly_types"] == ["failed-append-visible"]
+    assert cases(r, "failed-append-visible")[0]["ops"] == [*failed, *read]
 
 
 def test_read_beyond_lac() -> None:
