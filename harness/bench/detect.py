@@ -209,6 +209,7 @@ def _summary(runs: list[dict[str, Any]], clean: list[dict[str, Any]]) -> dict[st
         "detection_rate": round(len(detected) / len(runs), 3) if runs else 0.0,
         "median_seconds_to_detect": round(statistics.median(seconds), 1) if seconds else None,
         "anomalies": sorted({t for r in detected for t in r["anomaly_types"]}),
+        "missed_seeds": [r["seed"] for r in runs if r["valid"] is not False],
         "clean_twins": {
             verdict: sum(VERDICTS[r["valid"]] == verdict for r in clean)
             for verdict in VERDICTS.values()
@@ -325,6 +326,7 @@ def run(
         "runs_per_bug": runs,
         "time_limit": time_limit,
         "runtime": runtime or "each exposer's own",
+        "first_seed": first_seed,
     }
     return figures
 

@@ -49,6 +49,14 @@ def _bugs(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, 
     help="Run every exposing test here (default: each on its own, local or docker). "
     "Bugs whose faults this runtime cannot perform are left out, and named.",
 )
+@click.option(
+    "--first-seed",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Seed of the first run (the runs take it and the next K-1): a matrix split over "
+    "several commands, e.g. seeds 1-3 of every bug first and 4-10 later, adds up to one.",
+)
 @click.option("--store", default="store", show_default=True, help="Directory the runs go to.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_detect(
@@ -56,6 +64,7 @@ def bench_detect(
     bug_names: tuple[str, ...],
     time_limit: float,
     runtime: str | None,
+    first_seed: int,
     store: str,
     as_json: bool,
 ) -> None:
@@ -80,7 +89,9 @@ def bench_detect(
             f"  {label} seed {run['seed']}: {verdict} {' '.join(run['anomaly_types'])}", err=True
         )
 
-    figures = detect.run(bug_names, runs, store, time_limit, on_run=show, runtime=runtime)
+    figures = detect.run(
+        bug_names, runs, store, time_limit, first_seed, on_run=show, runtime=runtime
+    )
     if as_json:
         click.echo(json.dumps(figures, indent=2))
         return

@@ -70,17 +70,28 @@ def test_the_bench_runs_an_exposer_only_where_its_faults_can_be_performed() -> N
 
 
 def test_each_bugs_figures_count_its_clean_twins_verdicts() -> None:
-    def run(valid: object, anomalies: list[str], seconds: float | None) -> dict[str, object]:
+    def run(
+        valid: object, anomalies: list[str], seconds: float | None, seed: int
+    ) -> dict[str, object]:
         lags = {"read": [], "start": [], "proven": [], "re_armed": 0}
         return {
             "valid": valid,
             "anomaly_types": anomalies,
             "seconds_to_detect": seconds,
             "triggered": lags,
+            "seed": seed,
         }
 
-    buggy = [run(False, ["lost-append"], 3.0), run(True, [], None), run(False, ["dirty-read"], 5.0)]
-    clean = [run(True, [], None), run("unknown", [], None), run(False, ["dirty-read"], 1.0)]
+    buggy = [
+        run(False, ["lost-append"], 3.0, 4),
+        run(True, [], None, 5),
+        run(False, ["dirty-read"], 5.0, 6),
+    ]
+    clean = [
+        run(True, [], None, 4),
+        run("unknown", [], None, 5),
+        run(False, ["dirty-read"], 1.0, 6),
+    ]
     figures = _summary([{**r, "run_dir": "d"} for r in buggy], clean)
     assert (figures["detected"], figures["runs"], figures["median_seconds_to_detect"]) == (
         2,
@@ -88,6 +99,7 @@ def test_each_bugs_figures_count_its_clean_twins_verdicts() -> None:
         4.0,
     )
     assert figures["anomalies"] == ["dirty-read", "lost-append"]
+    assert figures["missed_seeds"] == [5]
     assert figures["clean_twins"] == {"valid": 1, "invalid": 1, "unknown": 1}
     assert figures["triggered"] == {"fired": 0, "re_armed": 0}
 
