@@ -26,13 +26,16 @@ import math
 import multiprocessing
 import os
 import queue
+import shutil
 import signal
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from harness.runtime.sim import SimSpec
@@ -103,7 +106,8 @@ class _Slot:
 
 class Workers:
     """`jobs` worker processes running `run`; use as a context manager (leaving it ends
-    them, whatever they were doing)."""
+    them, whatever they were doing). Their temporary files go under one `scratch`
+    directory, removed on leaving: a worker stopped mid-test cannot clean up its own."""
 
     def __init__(self, jobs: int, run: Run) -> None:
         if jobs < 1:
@@ -120,6 +124,7 @@ class Workers:
         shown = min((handler.level for handler in root.handlers), default=logging.WARNING)
         self._log_level = max(root.getEffectiveLevel(), shown)
         self._slots: list[_Slot | None] = [None] * jobs
+        self.scratch = Path(tempfile.mkdtemp(prefix="bkchaos-workers-"))
 
     def __enter__(self) -> Workers:
         return self
@@ -127,6 +132,7 @@ class Workers:
     def __exit__(self, *_: object) -> None:
         for i in range(self.slots):
             self._end(i)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def start(self, key: int, spec: SimSpec) -> None:
         i = next(i for i, slot in enumerate(self._slots) if slot is None or slot.key is None)
@@ -166,7 +172,7 @@ class Workers:
     def _spawn(self, i: int) -> _Slot:
         ours, theirs = self._context.Pipe()
         process = self._context.Process(
-            target=_serve, args=(theirs, self._run, self._log_level), daemon=True
+            target=_serve, args=(theirs, self._run, self._log_level, self.scratch), daemon=True
         )
         process.start()
         theirs.close()
@@ -196,10 +202,12 @@ def runner_for(jobs: int, run: Run) -> AbstractContextManager[Runner]:
     return nullcontext(Inline(run)) if jobs == 1 else Workers(jobs, run)
 
 
-def _serve(connection: Connection, run: Run, log_level: int) -> None:
+def _serve(connection: Connection, run: Run, log_level: int, scratch: Path) -> None:
     """A worker: run each test it is sent, send back (key, results, log records, None) or
-    (key, None, records, the traceback). Ctrl-C is the driver's to handle: it ends us."""
+    (key, None, records, the traceback), its temporary files under `scratch`. Ctrl-C is
+    the driver's to handle: it ends us."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tempfile.tempdir = str(scratch)
     records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
     root = logging.getLogger()
     root.handlers = [logging.handlers.QueueHandler(records)]

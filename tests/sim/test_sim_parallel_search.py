@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -109,3 +110,18 @@ def test_bench_search_refuses_a_bad_number_of_jobs(
     with pytest.raises(SystemExit) as exited:
         main(["bench", "search", "--jobs", jobs])
     assert exited.value.code == 254 and "--jobs" in capsys.readouterr().err
+
+
+def test_a_worker_stopped_mid_test_leaves_no_scratch_directory_behind() -> None:
+    """At a budget's end running tests are stopped, so a worker never leaves the
+    `TemporaryDirectory` of its test: its files go under the workers' one scratch
+    directory, which leaving the pool removes."""
+    spec = replace(SimSpec(), time_limit=60.0)
+    with Workers(2, run_one) as workers:
+        workers.start(0, spec)
+        deadline = time.monotonic() + 60
+        while not any(workers.scratch.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any(workers.scratch.iterdir()), "the test's directory is not in the scratch"
+        assert workers.running() == {0}  # stopped mid-test on leaving
+    assert not workers.scratch.exists()
