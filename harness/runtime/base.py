@@ -23,9 +23,15 @@ def save_state(state_dir: Path, state: dict[str, Any]) -> None:
 
 
 def unstopped(pid: int | None, state: str | None) -> bool:
-    """Whether a process of that pid and kernel state letter runs and is not stopped
-    (SIGSTOP) or a zombie: what a fault triggered by a probe may hit."""
-    return pid is not None and state not in (None, "Z", "T")
+    """Whether a process of that pid and kernel state runs and is not stopped (SIGSTOP)
+    or a zombie: what a fault triggered by a probe may hit."""
+    return pid is not None and unstopped_state(state)
+
+
+def unstopped_state(state: str | None) -> bool:
+    """Whether a kernel state as `ps` shows it (`S`, `Ss`, `T`, `Z+`…) is a running,
+    not stopped, not zombie process's."""
+    return bool(state) and state[:1] not in ("Z", "T")
 
 
 class Cluster(Protocol):

@@ -37,7 +37,7 @@ from docker.models.containers import Container
 from docker.types import EndpointConfig, IPAMConfig, IPAMPool
 
 from harness.errors import UserError
-from harness.runtime.base import STATE_FILE
+from harness.runtime.base import STATE_FILE, unstopped_state
 from harness.runtime.ownership import OWNER_LABEL, controller_id
 from harness.runtime.supervised import (
     AGENT_PORT,
@@ -417,7 +417,7 @@ class DockerCluster(SupervisedCluster):
             listed = container.top(ps_args="-o pid,ppid,stat")["Processes"] or []
         except docker.errors.APIError as exc:
             raise UserError(f"cannot list the processes of {name}'s container: {exc}") from exc
-        return any(ppid == init and stat[:1] not in ("Z", "T") for _, ppid, stat in listed)
+        return any(ppid == init and unstopped_state(stat) for _, ppid, stat in listed)
 
     def stream(self, name: str, argv: list[str]) -> ExecStream:
         """`argv` in a `docker exec` whose standard input stays attached (closing the

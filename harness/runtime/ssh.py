@@ -47,6 +47,7 @@ from typing import Any, ClassVar, TypeVar
 import paramiko
 
 from harness.errors import UserError
+from harness.runtime.base import unstopped_state
 from harness.runtime.ownership import controller_id, owner_state
 from harness.runtime.supervised import (
     AGENT_PORT,
@@ -490,7 +491,7 @@ class SshCluster(SupervisedCluster):
         `ps` over the open connection (a supervisor status would start Python on the
         host, and a fault triggered by a probe waits for the answer)."""
         code, state = self._run(name, ["sh", "-c", PROCESS_STATE])
-        return code == 0 and state.strip()[:1] not in ("", "Z", "T")
+        return code == 0 and unstopped_state(state.strip())
 
     def stream(self, name: str, argv: list[str]) -> ChannelStream:
         """`argv` in an ssh channel left open (closing the stream closes the channel and

@@ -28,7 +28,7 @@ from kazoo.client import KazooClient
 
 from bookie_image.image.faketime import JVM_FAKETIME_ENV, faketime_command, faketime_env
 from harness.errors import UserError
-from harness.runtime.base import STATE_FILE, save_state, unstopped
+from harness.runtime.base import STATE_FILE, save_state
 from harness.runtime.bookie_config import bookie_toml
 from harness.runtime.local import ZkPoller, _ZkSession, agent_answers, agent_command
 from harness.runtime.zookeeper import (
@@ -399,10 +399,6 @@ class SupervisedCluster:
         is not running."""
         status = self._ctl(name, "status")["status"]
         return status["pid"], status["kernel_state"]
-
-    def runs_unstopped(self, name: str) -> bool:
-        """Whether the node's process runs and is not stopped (one supervisor status)."""
-        return unstopped(*self.process_state(name))
 
     def clock_file(self, name: str) -> str | None:
         """The node's libfaketime offset file, or None if clocks are not faked."""
