@@ -599,8 +599,10 @@ class Writer:
 
     async def drain(self) -> None:
         """Wait until every queued add has completed (with a guaranteed write quorum: is on
-        every bookie of its write set) or failed."""
-        await asyncio.gather(*(p.retired for p in self._pending.values()))
+        every bookie of its write set) or failed. Shielded: a caller that gives up (a close
+        cancelled at its timeout) must not cancel the writer's own futures, which it
+        completes later (`_retire`, `fail`) and would then find cancelled."""
+        await asyncio.shield(asyncio.gather(*(p.retired for p in self._pending.values())))
 
     def _send(self, pending: _PendingAdd) -> None:
         """Send to every bookie of the write set that has not been sent this entry yet."""

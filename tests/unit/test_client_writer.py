@@ -63,3 +63,26 @@ def test_a_writer_failing_for_a_reason_that_did_not_happen_leaves_its_sent_adds_
     sent_error, queued_error = asyncio.run(fail_with_a_metadata_read_error())
     assert (sent_error.code, sent_error.may_have_happened) == ("EMETADATA", True)
     assert (queued_error.code, queued_error.may_have_happened) == ("EMETADATA", False)
+
+
+def test_a_close_given_up_while_draining_leaves_the_writer_able_to_fail_its_adds() -> None:
+    """A caller that cancels a close mid-drain (an agent's op timeout) must not cancel
+    the writer's own futures: the writer failing later (fenced by a recovery) still fails
+    every pending add, or the appends waiting on them hang for ever."""
+
+    async def cancel_a_drain_then_fail() -> tuple[bool, bool, list[int]]:
+        loop = asyncio.get_running_loop()
+        writer = writer_with({}, lac=-1)
+        adds = [_PendingAdd(e, 0, b"", loop.create_future(), loop.create_future()) for e in (0, 1)]
+        writer._pending.update({add.entry_id: add for add in adds})
+        close = asyncio.ensure_future(writer.drain())
+        await asyncio.sleep(0)
+        close.cancel()
+        await asyncio.sleep(0)
+        writer.fail(MetadataError("fenced meanwhile", may_have_happened=False))
+        for add in adds:
+            add.future.exception()  # retrieved: the appends would see it
+        return close.cancelled(), all(a.retired.done() for a in adds), list(writer._pending)
+
+    cancelled, retired, pending = asyncio.run(cancel_a_drain_then_fail())
+    assert cancelled and retired and pending == []
