@@ -78,15 +78,35 @@ class Executor:
     def password(self) -> bytes:
         return self.options.password.encode()
 
-    async def run(self, f: str, value: dict[str, Any], timeout: float) -> Outcome:
-        """Run op `f` with `value`, bounded by `timeout` seconds, and classify the outcome."""
+    async def run(
+        self,
+        f: str,
+        value: dict[str, Any],
+        timeout: float,
+        run_on: Callable[[asyncio.Task[Any]], None] | None = None,
+    ) -> Outcome:
+        """Run op `f` with `value`, bounded by `timeout` seconds, and classify the outcome.
+
+        A call that outlives its timeout is answered `ETIMEOUT` at once; it is cancelled,
+        as a real agent bounds its own work, unless `run_on` is given: then it runs on and
+        `run_on` gets its task (the simulation's agents, whose calls still running long
+        after every fault healed are the `hang` anomaly: a cancelled call hides a hang)."""
         handler = self._ops().get(f)
         if handler is None:
             return "fail", None, f"unknown op {f!r}"
+        call = asyncio.ensure_future(handler(value))
         try:
-            result = await asyncio.wait_for(handler(value), timeout)
+            result = await asyncio.wait_for(asyncio.shield(call), timeout)
         except TimeoutError:
+            if run_on is None:
+                call.cancel()
+            else:
+                run_on(call)
+            call.add_done_callback(_retrieved)
             return ("fail" if f in READ_ONLY_OPS else "info"), None, "ETIMEOUT"
+        except asyncio.CancelledError:  # the agent itself stops (its node killed)
+            call.cancel()
+            raise
         except BKError as exc:
             definitely_not = not exc.may_have_happened or f in READ_ONLY_OPS
             return ("fail" if definitely_not else "info"), None, exc.code
@@ -234,6 +254,13 @@ class Executor:
                 for entry, held in audit.divergent
             ],
         }
+
+
+def _retrieved(call: asyncio.Task[Any]) -> None:
+    """Mark a given-up call's outcome as seen: nobody awaits it any more, and an error it
+    ends with is no news (asyncio would log it when the task is collected)."""
+    if not call.cancelled():
+        call.exception()
 
 
 class _Refused(BKError):

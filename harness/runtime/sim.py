@@ -32,13 +32,14 @@ from typing import Any
 import checkers
 from bookie_image import bugs
 from bookie_image.probes import coverage, listening
-from checkers.result import MAX_CASES
+from checkers.availability import final_heal
+from checkers.result import MAX_CASES, Case, case
 from core.generator import Generator, Workload
 from core.history import HistoryWriter
 from harness.controller import Controller, RunCounters
 from harness.sim.buggify import Perturbation, perturbing
 from harness.sim.cluster import SimCluster
-from harness.sim.loop import CURRENT_NODE, SimLoop
+from harness.sim.loop import CURRENT_NODE, SimLoop, waiting_at
 from harness.sim.nemesis import SimNemesis
 from harness.sim.net import Network
 from harness.sim.triggers import SimTriggerView
@@ -50,6 +51,11 @@ from nemesis.triggers import TriggeredFaults, triggered_steps
 from workloads import WORKLOADS
 
 SETTLE_S = 1.0  # simulated seconds for the cluster to settle before the workload starts
+HANG_S = 60.0
+"""Simulated seconds the ops still running past their timeout get after the run (the
+heal, the final reads, the progress check) before one is a `hang`: with every fault
+healed and the perturbation off, each step of the product ends within its own timeout
+(a bookie request's 2 s, a ZooKeeper call's 10 s), so a correct call ended long before."""
 
 
 REPLAY_MIN_S = 2.0
@@ -200,7 +206,9 @@ def run_sim(
         )
         if triggered := triggered_steps(spec.schedule):
             faults = triggers = TriggeredFaults(SimTriggerView(cluster), triggered, faults)
+        hung: list[dict[str, Any]] = []
         try:
+            started_ns = round(loop.time() * 1e9)  # the history's time 0 (HistoryWriter)
             with HistoryWriter(history_path, clock=lambda: round(loop.time() * 1e9)) as history:
                 controller = functools.partial(
                     _controller,
@@ -216,13 +224,20 @@ def run_sim(
                     connect=cluster.connect,
                     hush=hush,
                 )
-                loop.run_until_complete(_settled(cluster, controller, perturbed))
+                hung = loop.run_until_complete(
+                    _settled(cluster, controller, perturbed, hush, started_ns)
+                )
         finally:
             cluster.stop()
             loop.run_until_complete(asyncio.sleep(SETTLE_S))  # let the cancellations land
             loop.close()
     results = with_crashes(checkers.check(history_path), loop.errors)  # nemesis verdict too
-    results["sim"] = {"simulated_s": round(loop.time(), 6), "loop_errors": len(loop.errors)}
+    results = with_hangs(results, hung, history_path)
+    results["sim"] = {
+        "simulated_s": round(loop.time(), 6),
+        "loop_errors": len(loop.errors),
+        "late_ops": cluster.ran_on,
+    }
     results["coverage"] = coverage(probes)
     if perturbed is not None:
         results["buggify"] = perturbed.summary()
@@ -244,26 +259,64 @@ def with_crashes(results: dict[str, Any], errors: list[dict[str, Any]]) -> dict[
         if crash := error.get("crash"):
             seen = first.setdefault(crash, {"time_s": round(error["time"], 6), "times": 0})
             seen["times"] += 1
-    if not first:
-        return results
     cases = [
         {**seen, "ops": [], "explanation": f"the product raised {crash}, and nothing handled it"}
         for crash, seen in first.items()
-    ][:MAX_CASES]
-    crashed = {
+    ]
+    return _with_finding(results, "crash", cases)
+
+
+def with_hangs(
+    results: dict[str, Any], hung: list[dict[str, Any]], history_path: Path
+) -> dict[str, Any]:
+    """`results` with the ops still running `HANG_S` after the run (`hung`, from
+    `_settled`) as the anomaly `hang`, one case per op (docs/anomalies.md) — judged only
+    after a final heal that completed with its proof, so every node was up and serving;
+    otherwise `checkers.hang` says why not. Like `crash`, a finding of the simulated run,
+    not of its history; each case cites the op's invoke and its `ETIMEOUT` completion."""
+    if not hung:
+        return results
+    h = checkers.index_history(checkers.read_ops(history_path))
+    heal = final_heal(h)
+    if heal is None:
+        why = {"valid": True, "not_judged": "no final heal completed with its proof"}
+        return {**results, "checkers": {**results["checkers"], "hang": {**why, "hung": hung}}}
+    ops = {(c.inv.node, c.inv.f, c.inv.time): c.ops for c in h.calls}
+    cases = [
+        case(
+            f"after the final heal (op {heal.done.index}), with every node up and nothing "
+            f"else running, agent {op['agent']}'s {op['f']} of ledger {op['ledger']} "
+            f"(invoked at {op['invoked_s']:.3f} s, answered ETIMEOUT) was still running "
+            f"{HANG_S:.0f} simulated s after the run ended, waiting at "
+            f"{op['waiting_at'] or 'no line of the product'}: a call that never ends.",
+            [*heal.ops, *ops.get((op["agent"], op["f"], op["time"]), [])],
+            **{k: v for k, v in op.items() if k != "time"},
+        )
+        for op in hung
+    ]
+    return _with_finding(results, "hang", cases)
+
+
+def _with_finding(results: dict[str, Any], name: str, cases: list[Case]) -> dict[str, Any]:
+    """`results` with the simulation's own anomaly `name` (not a checker's: the history
+    does not hold it) and its sub-result `checkers.<name>`, which `check --write` keeps."""
+    if not cases:
+        return results
+    kept = cases[:MAX_CASES]
+    found = {
         "valid": False,
-        "anomaly_types": ["crash"],
-        "anomalies": {"crash": cases},
-        "anomaly_counts": {"crash": len(first)},
+        "anomaly_types": [name],
+        "anomalies": {name: kept},
+        "anomaly_counts": {name: len(cases)},
     }
-    anomalies = {**results.get("anomalies", {}), "crash": cases}
+    anomalies = {**results.get("anomalies", {}), name: kept}
     return {
         **results,
         "valid": False,
         "anomaly_types": sorted(anomalies),
         "anomalies": anomalies,
-        "anomaly_counts": {**results.get("anomaly_counts", {}), "crash": len(first)},
-        "checkers": {**results.get("checkers", {}), "crash": crashed},
+        "anomaly_counts": {**results.get("anomaly_counts", {}), name: len(cases)},
+        "checkers": {**results.get("checkers", {}), name: found},
     }
 
 
@@ -283,13 +336,34 @@ def _default_workload(spec: SimSpec) -> Workload:
 
 
 async def _settled(
-    cluster: SimCluster, controller: Callable[[], Controller], perturbed: Perturbation | None
-) -> None:
+    cluster: SimCluster,
+    controller: Callable[[], Controller],
+    perturbed: Perturbation | None,
+    hush: Callable[[bool], None],
+    started_ns: int,
+) -> list[dict[str, Any]]:
     """Start the cluster, let it settle (bookies register and checkpoint), arm the
     perturbation if any, then run the test (the controller is made here, inside the
-    simulated loop)."""
+    simulated loop). Then, the perturbation off, give the ops still running past their
+    timeout `HANG_S` to end; returns those that did not (`with_hangs` judges them), each
+    with its history invoke's `time` (ns since `started_ns`) and where it waits."""
     await cluster.start()
     await asyncio.sleep(SETTLE_S)
     if perturbed is not None:
         perturbed.armed = True
     await controller().run()
+    hush(True)
+    late = [call.task for call in cluster.late_calls()]
+    if late:
+        await asyncio.wait(late, timeout=HANG_S)
+    return [
+        {
+            "agent": call.agent,
+            "f": call.f,
+            "ledger": call.value.get("ledger"),
+            "invoked_s": round(call.invoked_s, 6),
+            "time": round(call.invoked_s * 1e9) - started_ns,
+            "waiting_at": waiting_at(call.task),
+        }
+        for call in cluster.late_calls()
+    ]

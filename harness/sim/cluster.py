@@ -11,8 +11,10 @@ one seeded random stream they share.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +126,23 @@ class SimBookie:
             store.close()
 
 
+@dataclass(frozen=True)
+class LateCall:
+    """An op its agent answered `ETIMEOUT` and let run on (`Executor.run`'s `run_on`):
+    the simulation judges, after the run, whether it ever ended (the `hang` anomaly)."""
+
+    agent: str
+    f: str
+    value: dict[str, Any]
+    invoked_s: float
+    """The simulated time the controller invoked it: its history invoke's time."""
+    task: asyncio.Task[Any]
+
+
 class SimAgent:
-    """One client agent node: a real `BookKeeper` behind the real agent `Executor`."""
+    """One client agent node: a real `BookKeeper` behind the real agent `Executor`. An op
+    that outlives its timeout runs on (kept in `late` until it ends): a real agent cancels
+    it, which would hide a call that never ends."""
 
     def __init__(self, cluster: SimCluster, name: str, add_timeout: float) -> None:
         self.cluster = cluster
@@ -149,13 +166,24 @@ class SimAgent:
             rng=cluster.clients_rng,
         )
         self.executor = Executor(self.bk)
+        self.late: dict[asyncio.Task[Any], LateCall] = {}
+        self.ran_on = 0  # ops that outlived their timeout, ended since or not
 
     async def start(self) -> None:
         await self.cluster.loop.spawn(self.name, self.bk.__aenter__())
 
     async def call(self, f: str, value: dict[str, Any], timeout: float) -> Any:
         """Run one op on this agent's node, as the controller's AgentConnection would."""
-        return await self.cluster.loop.spawn(self.name, self.executor.run(f, value, timeout))
+        invoked, asked = self.cluster.loop.time(), dict(value)
+
+        def run_on(task: asyncio.Task[Any]) -> None:
+            self.late[task] = LateCall(self.name, f, asked, invoked, task)
+            self.ran_on += 1
+            task.add_done_callback(self.late.pop)
+
+        return await self.cluster.loop.spawn(
+            self.name, self.executor.run(f, value, timeout, run_on)
+        )
 
 
 class SimAgentConnection:
@@ -213,6 +241,16 @@ class SimCluster:
     def connect(self, name: str, host: str, port: int) -> SimAgentConnection:
         """The controller's `connect` seam: a connection to agent `name`."""
         return SimAgentConnection(self.agents[name])
+
+    @property
+    def ran_on(self) -> int:
+        """Ops the agents let run on past their timeout in this run."""
+        return sum(agent.ran_on for agent in self.agents.values())
+
+    def late_calls(self) -> list[LateCall]:
+        """Every agent's ops still running past their timeout, in the order invoked."""
+        calls = [call for agent in self.agents.values() for call in agent.late.values()]
+        return sorted(calls, key=lambda call: (call.invoked_s, call.agent))
 
     def stop(self) -> None:
         """End every process (the run is over; nothing needs a clean shutdown)."""

@@ -204,8 +204,25 @@ def crash_of(exc: BaseException) -> str | None:
     site = None
     tb = exc.__traceback__
     while tb is not None:
-        parts = Path(tb.tb_frame.f_code.co_filename).parts
-        if PRODUCT in parts:
-            site = f"{'/'.join(parts[parts.index(PRODUCT) :])}:{tb.tb_lineno}"
+        site = _product_line(tb.tb_frame, tb.tb_lineno) or site
         tb = tb.tb_next
     return None if site is None else f"{type(exc).__name__} at {site}: {exc}"
+
+
+def waiting_at(task: asyncio.Task[Any]) -> str | None:
+    """The innermost line of the product a suspended task waits at (following what each
+    coroutine awaits), with its function's name; None if it waits in no product code."""
+    site = None
+    awaited: Any = task.get_coro()
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "ag_frame", None)
+        if frame is not None and (line := _product_line(frame, frame.f_lineno)):
+            site = f"{line} in {frame.f_code.co_name}"
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "ag_await", None)
+    return site
+
+
+def _product_line(frame: Any, line: int) -> str | None:
+    """`bookie_image/…/file.py:line` if `frame` runs the product's code, else None."""
+    parts = Path(frame.f_code.co_filename).parts
+    return f"{'/'.join(parts[parts.index(PRODUCT) :])}:{line}" if PRODUCT in parts else None

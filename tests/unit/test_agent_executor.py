@@ -72,6 +72,36 @@ async def test_unknown_append_outcome_is_info(outcome: object) -> None:
     assert error
 
 
+async def test_a_timed_out_call_is_cancelled_unless_it_may_run_on() -> None:
+    """Answered ETIMEOUT at its timeout either way; a real agent cancels the call, the
+    simulation's (`run_on`) lets it run on and gets its task."""
+
+    class Slow(_Handle):
+        appended = 0
+
+        async def append(self, payload: bytes) -> int:
+            await asyncio.sleep(0.2)
+            Slow.appended += 1
+            return 0
+
+    class Client(_Client):
+        async def create_ledger(self, **_: object) -> _Handle:
+            return Slow(7, None)
+
+    for run_on in (None, []):
+        executor = Executor(Client(None))  # type: ignore[arg-type]
+        await executor.run("create", {}, timeout=1)
+        keep = None if run_on is None else run_on.append
+        outcome = await executor.run("append", {"ledger": 7, "payload": "p"}, 0.05, keep)
+        assert outcome == ("info", None, "ETIMEOUT")
+        await asyncio.sleep(0.3)
+        if run_on is None:
+            assert Slow.appended == 0  # cancelled: it never got to the end
+        else:
+            (call,) = run_on
+            assert call.result() == {"entry": 0} and Slow.appended == 1  # ran on to the end
+
+
 async def test_append_to_a_ledger_without_handle_fails_before_sending() -> None:
     executor = Executor(_Client(None))  # type: ignore[arg-type]
     kind, _, error = await executor.run("append", {"ledger": 9, "payload": "p"}, timeout=1)
