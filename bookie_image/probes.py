@@ -222,6 +222,12 @@ PROBES: dict[str, Probe] = {
         "003",
         _STOP_OLD_WRITER,
     ),
+    "client-follow-closed": Probe(
+        "a follower tailing an open ledger sees it closed and stops at its last entry",
+        "003",
+        "For the rest of the life of this closed ledger, other clients that perform reads "
+        "against the ledger will never read past the Last Entry Id.",
+    ),
     "ensemble-change": Probe("a writer begins an ensemble change", "001", _ENSEMBLE_CHANGE),
     "ensemble-change-adds-pending": Probe(
         "an ensemble change begins with adds pending beyond the LAC",

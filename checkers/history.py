@@ -43,6 +43,8 @@ class Value(msgspec.Struct, gc=False):
     mode: Any = None
     lac: Any = None
     entries: Any = None
+    first: Any = msgspec.field(default=None, name="from")  # a read's first entry asked for
+    end: Any = None  # a follow read that followed its ledger to its closed end
     last_entry: Any = None
     wq: Any = None
     aq: Any = None
@@ -103,13 +105,17 @@ class Append(Call, gc=False):
 
 
 class Read(msgspec.Struct, gc=False):
-    """An ok `read` (entries and lac) or `read-lac` (entries None)."""
+    """An ok `read` (entries and lac) or `read-lac` (entries None); `first` is the entry a
+    read asked to start at (`from`, default 0), `end` whether a `follow` read followed its
+    ledger to its closed end."""
 
     ledger: Any
     mode: str
     lac: int
     entries: list[list[Any]] | None
     call: Call
+    first: int = 0
+    end: bool = False
 
 
 @dataclass(slots=True)
@@ -161,6 +167,8 @@ class History:
         self.touched = {}
 
 
+READ_MODES = ("tail", "closed", "follow")
+"""docs/history.md §2: a `read`'s modes."""
 _DECODER = msgspec.json.Decoder(Op)
 _PAYLOAD = itemgetter(1)  # of an [entry, payload] pair
 
@@ -509,14 +517,17 @@ def _read(h: History, call: Call, kind: str, retired: Retired | None) -> None:
         return
     mode = call.inv.value.mode
     entries = done.entries
-    if mode not in ("tail", "closed") or type(entries) is not list:
+    if mode not in READ_MODES or type(entries) is not list:
         raise TypeError(f"mode {mode!r} or entries {entries!r} is wrong")
+    first = 0 if done.first is None else done.first
+    if not _int64(first) or done.end not in (None, True, False):
+        raise TypeError(f"from {first!r} or end {done.end!r} is wrong")
     for e, p in entries:
         if not _int64(e) or type(p) is not str:
             raise TypeError(f"entry {[e, p]!r} is not [64-bit int, str]")
     if retired is not None and any(map(retired.payloads.__contains__, map(_PAYLOAD, entries))):
         raise Entangled(f"a payload of an earlier segment, read by op {call.inv.index}")
-    r = Read(ledger, mode, lac, entries, call)
+    r = Read(ledger, mode, lac, entries, call, first, done.end is True)
     h.reads.append(r)
     h.nodes.append(call)
     if mode == "closed":

@@ -318,14 +318,44 @@ def failed_append_visible(h: History, auth: dict[Any, Content]) -> Iterator[Case
                 )
 
 
-def read_beyond_lac(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
-    """A `tail` read returned an entry id greater than its own `lac`."""
+def incomplete_read(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """A read lacks an entry that L's authoritative content holds within the range it
+    read: from its `from` (default 0) to its `lac` for a `tail` or `closed` read; for a
+    `follow` read to the last entry it returned, or to L's authoritative last entry when
+    it followed L to its end (`end`)."""
     for r in _entry_reads(h):
-        if r.mode == "tail" and r.entries:
+        content = auth.get(r.ledger)
+        if content is None or r is content.read:
+            continue
+        if r.mode != "follow":
+            last = r.lac
+        elif r.end:
+            last = content.last
+        else:
+            last = r.entries[-1][0] if r.entries else r.first - 1
+        at, got = content.at, set(map(_ENTRY, r.entries))
+        for e in range(r.first, min(last, content.last) + 1):
+            if e in at and e not in got:
+                yield case(
+                    f"a {r.mode} read (op {r.call.inv.index}) of ledger {r.ledger} from entry "
+                    f"{r.first} to {last} lacks entry {e}, which its closed read (op "
+                    f"{content.read.call.inv.index}) holds ({at[e]!r}).",
+                    r.call.ops + content.read.call.ops,
+                    ledger=r.ledger,
+                    entry=e,
+                    payload=at[e],
+                )
+                break  # one case per read: the first entry it skipped
+
+
+def read_beyond_lac(h: History, auth: dict[Any, Content]) -> Iterator[Case]:
+    """A `tail` or `follow` read returned an entry id greater than its own `lac`."""
+    for r in _entry_reads(h):
+        if r.mode in ("tail", "follow") and r.entries:
             e, p = max(r.entries)
             if e > r.lac:
                 yield case(
-                    f"a tail read (op {r.call.inv.index}) of ledger {r.ledger} with lac "
+                    f"a {r.mode} read (op {r.call.inv.index}) of ledger {r.ledger} with lac "
                     f"{r.lac} returned entry {e}.",
                     r.call.ops,
                     ledger=r.ledger,
@@ -378,6 +408,7 @@ FINDERS = {
     "duplicate": duplicate,
     "failed-append-visible": failed_append_visible,
     "read-beyond-lac": read_beyond_lac,
+    "incomplete-read": incomplete_read,
     "nonmonotonic-lac": nonmonotonic_lac,
     "lac-beyond-end": lac_beyond_end,
 }

@@ -181,6 +181,8 @@ class _Model:
             self.known[key] = lac
             if f == "read-lac":
                 return "ok", {**value, "lac": lac}
+            if value.get("mode") == "tail":  # the reader asked from where it had got to
+                value = {**value, "from": start}
             return "ok", {**value, "lac": lac, "entries": [list(x) for x in entries]}
         return "ok", value
 

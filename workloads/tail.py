@@ -2,11 +2,14 @@
 
 Half the workers write: each creates a ledger, appends to it and now and then closes it
 and starts another. The other half follow a ledger being written, as a tailing consumer
-does: a long-poll `read-lac` (the bookies answer once the LAC moves past the reader's),
-or a long-poll tail read of the entries from the reader's position up to the LAC, through
-the agent's kept read handle. A reader moves on to another ledger once the one it follows
-is closed and read to its end, or abandoned by its writer. Tail reads must never pass the
-reader's own LAC, a reader's LAC must never go down, and no LAC may pass the ledger's end.
+does, through the agent's kept read handle: a long-poll `read-lac` (the bookies answer
+once the LAC moves past the reader's), a long-poll tail read of the entries from the
+reader's position up to the LAC, or a `follow` read — the client's own follower loop
+(`ReadHandle.follow`, as a Pulsar or DistributedLog reader tails a ledger) run for a
+second, or until the ledger is closed and read to its end. A reader moves on to another
+ledger once the one it follows is closed and read to its end, or abandoned by its writer.
+Reads must never pass the reader's own LAC nor skip an entry, a reader's LAC must never
+go down, and no LAC may pass the ledger's end.
 """
 
 from __future__ import annotations
@@ -56,9 +59,11 @@ class TailWorkload(BaseWorkload):
                 return PENDING
             follow = self.following[p] = Follow(ctx.rng.choice(live))
         poll = {"ledger": follow.ledger, "wait_ms": self.long_poll_ms}
-        if ctx.rng.random() < 0.5:
+        roll = ctx.rng.random()
+        if roll < 1 / 3:
             return {"f": "read-lac", "value": poll}
-        return {"f": "read", "value": {**poll, "mode": "tail", "from": follow.next}}
+        mode = "tail" if roll < 2 / 3 else "follow"
+        return {"f": "read", "value": {**poll, "mode": mode, "from": follow.next}}
 
     def learn(self, process: int, op: Op, kind: str, value: Any, error: str | None) -> None:
         f = op["f"]
@@ -70,7 +75,10 @@ class TailWorkload(BaseWorkload):
             if self.writing.pop(process, None) is not None:
                 self.ended[ledger] = value["last_entry"] if kind == "ok" else None
         elif f in ("read", "read-lac") and process in self.following:
-            self._advance(process, value["lac"] if kind == "ok" and f == "read" else None)
+            if kind == "ok" and op["value"].get("mode") == "follow" and value["end"]:
+                del self.following[process]  # followed to its end: on to another ledger
+            else:
+                self._advance(process, _read_to(op, kind, value))
 
     def _advance(self, process: int, lac: int | None) -> None:
         """Move the reader past what it read (`lac`, None if it read no entries); on to
@@ -82,3 +90,13 @@ class TailWorkload(BaseWorkload):
             last = self.ended[follow.ledger]
             if last is None or follow.next > last:
                 del self.following[process]
+
+
+def _read_to(op: Op, kind: str, value: Any) -> int | None:
+    """The last entry an ok read read the ledger up to: a tail read's LAC, a follow
+    read's last entry; None for a read-lac, a read that failed, or one with nothing."""
+    if kind != "ok" or op["f"] != "read":
+        return None
+    if op["value"]["mode"] != "follow":
+        return value["lac"]
+    return value["entries"][-1][0] if value["entries"] else None

@@ -20,6 +20,7 @@ keep going through its own, fenced, handle.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,9 @@ Outcome = tuple[str, dict[str, Any] | None, str | None]
 """(type, value, error): type is "ok", "fail" or "info"."""
 
 READ_ONLY_OPS = frozenset({"read", "read-lac", "audit"})
+READ_MODES = ("tail", "closed", "follow")
+FOLLOW_WINDOW_MS = 1000
+"""How long a `follow` read follows its ledger unless it ends first (`window_ms`)."""
 
 
 @dataclass
@@ -174,9 +178,11 @@ class Executor:
 
     async def read(self, value: dict[str, Any]) -> dict[str, Any]:
         ledger, mode = _require(value, ledger=(int, str), mode=str)
-        if mode not in ("tail", "closed"):
-            raise _BadValue(f"read mode must be 'tail' or 'closed', not {mode!r}")
+        if mode not in READ_MODES:
+            raise _BadValue(f"read mode must be one of {READ_MODES}, not {mode!r}")
         first = _optional(value, "from", 0)
+        if mode == "follow":
+            return await self._follow(ledger, first, value)
         if mode == "closed":
             rh = await self.bk.open_ledger(ledger, password=self.password, recovery=True)
             lac = rh.last_add_confirmed
@@ -186,6 +192,25 @@ class Executor:
         if lac >= first:
             entries = [[e, data.decode()] async for e, data in rh.read(first, lac)]
         return {"lac": lac, "entries": entries}
+
+    async def _follow(self, ledger: Any, first: int, value: dict[str, Any]) -> dict[str, Any]:
+        """Follow the ledger from entry `first` through `ReadHandle.follow` (a tailing
+        consumer's long-poll loop) for `window_ms`, or until it is closed and read to its
+        end (`end`: true). Through the kept tail handle, so the reported `lac` — the
+        handle's at the end, at or above every entry returned — never goes down for a
+        reader; the entries returned are every one from `first` to the last returned
+        (to the ledger's end with `end`), which the checkers hold it to."""
+        wait_ms = _optional(value, "wait_ms", 0)  # 0: no long poll (the follower paces)
+        window_ms = _optional(value, "window_ms", FOLLOW_WINDOW_MS)
+        rh = await self._tail_reader(ledger)
+        entries: list[list[Any]] = []
+        end = False
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(window_ms / 1000):
+                async for entry, data in rh.follow(first, wait_ms=wait_ms):
+                    entries.append([entry, data.decode()])
+                end = True
+        return {"lac": rh.last_add_confirmed, "entries": entries, "end": end}
 
     async def read_lac(self, value: dict[str, Any]) -> dict[str, Any]:
         (ledger,) = _require(value, ledger=(int, str))

@@ -399,19 +399,23 @@ class ReadHandle:
         self._lac = max(self._lac, lac)
         return self._lac
 
-    async def follow(self, wait_ms: int = 1000) -> AsyncIterator[tuple[int, bytes]]:
-        """Tail the ledger: yield ``(entry_id, payload)`` from entry 0 on, each once the LAC
-        covers it (long-polling the bookies), until the ledger is closed and read to its end.
-        """
-        next_id = 0
+    async def follow(self, first: int = 0, wait_ms: int = 1000) -> AsyncIterator[tuple[int, bytes]]:
+        """Tail the ledger, as a Pulsar or DistributedLog reader does: yield ``(entry_id,
+        payload)`` from entry ``first`` on, each once the LAC covers it (long-polling the
+        bookies), until the ledger is closed and read to its end."""
+        next_id = first
+        seen_open = False
         while True:
             before = self._lac
             lac = await self.read_lac(wait_ms=wait_ms)
+            seen_open = seen_open or not self.metadata.closed
             if lac >= next_id:
                 async for item in self.read(next_id, lac):
                     yield item
                 next_id = lac + 1
             elif self.metadata.closed:
+                if seen_open:
+                    reach("client-follow-closed", ledger=self.metadata.name, last_entry=lac)
                 return
             elif lac == before:
                 await asyncio.sleep(0.05)  # bookies that answer at once (new ledger): pace

@@ -186,8 +186,8 @@ def failed_append_visible(fr: Frames) -> DataFrame:
 
 
 def read_beyond_lac(fr: Frames) -> DataFrame:
-    """A `tail` read returned an entry id greater than its own `lac`."""
-    df = fr.seen.filter((F.col("mode") == "tail") & (F.col("entry") > F.col("lac")))
+    """A `tail` or `follow` read returned an entry id greater than its own `lac`."""
+    df = fr.seen.filter(F.col("mode").isin("tail", "follow") & (F.col("entry") > F.col("lac")))
     return _cases(df, "read-beyond-lac", payload="p")
 
 

@@ -49,10 +49,16 @@ class H:
         return self.call(process, "append", value, done, kind)
 
     def read(self, process: int, ledger: Any, entries: list[tuple[int, str]],
-             lac: int | None = None, mode: str = "closed") -> list[int]:  # fmt: skip
-        value = {"ledger": ledger, "mode": mode}
+             lac: int | None = None, mode: str = "closed", **extra: Any) -> list[int]:  # fmt: skip
+        """A read call; `extra` adds `from` to the invoke (and the completion), `end` to
+        the completion."""
+        value = {
+            "ledger": ledger,
+            "mode": mode,
+            **({"from": extra["from"]} if "from" in extra else {}),
+        }
         lac = max((e for e, _ in entries), default=-1) if lac is None else lac
-        done = {**value, "lac": lac, "entries": [list(x) for x in entries]}
+        done = {**value, **extra, "lac": lac, "entries": [list(x) for x in entries]}
         return self.call(process, "read", value, done)
 
     def read_lac(self, process: int, ledger: Any, lac: int) -> list[int]:
@@ -208,6 +214,16 @@ def read_beyond_lac(ops: Ops, rng: random.Random) -> Ops | None:
     return ops
 
 
+def incomplete_read(ops: Ops, rng: random.Random) -> Ops | None:
+    """A later closed read of a ledger that skips one of its entries (keeping its lac)."""
+    reads = [op for op in _closed(ops) if op["value"]["entries"]]
+    if not reads:
+        return None
+    v = copy.deepcopy(rng.choice(reads)["value"])
+    del v["entries"][rng.randrange(len(v["entries"]))]
+    return _tail_call(ops, _fresh(ops), "read", {"ledger": v["ledger"], "mode": "closed"}, v)
+
+
 def nonmonotonic_lac(ops: Ops, rng: random.Random) -> Ops | None:
     seen = [op for op in _oks(ops, "read") + _oks(ops, "read-lac") if op["value"]["lac"] >= 0]
     if not seen:
@@ -263,6 +279,7 @@ MUTATIONS = {
     "duplicate": duplicate,
     "failed-append-visible": failed_append_visible,
     "read-beyond-lac": read_beyond_lac,
+    "incomplete-read": incomplete_read,
     "nonmonotonic-lac": nonmonotonic_lac,
     "lac-beyond-end": lac_beyond_end,
     "realtime-order": realtime_order,

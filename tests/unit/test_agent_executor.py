@@ -195,6 +195,37 @@ async def test_tail_read_from_a_position_long_polls_and_returns_only_new_entries
     assert reader.waits == [200]
 
 
+class _Follower(_TailReader):
+    """A read handle whose `follow` yields `entries` one by one, then (`closes`) ends as
+    the client's does once the ledger is closed and read to its end, or waits."""
+
+    def __init__(self, entries: list[int], closes: bool) -> None:
+        super().__init__([], [])
+        self.entries, self.closes = entries, closes
+        self.asked: list[tuple[int, int]] = []
+
+    async def follow(self, first: int = 0, wait_ms: int = 1000) -> AsyncIterator[tuple[int, bytes]]:
+        self.asked.append((first, wait_ms))
+        for e in self.entries:
+            await asyncio.sleep(0.01)
+            self.last_add_confirmed = max(self.last_add_confirmed, e)
+            yield e, f"p{e}".encode()
+        if not self.closes:
+            await asyncio.sleep(3600)
+
+
+@pytest.mark.parametrize("closes", [True, False])
+async def test_a_follow_read_returns_what_the_follower_yields_and_whether_it_ended(
+    closes: bool,
+) -> None:
+    reader = _Follower([3, 4, 5], closes)
+    value = {"ledger": 7, "mode": "follow", "from": 3, "wait_ms": 200, "window_ms": 100}
+    kind, result, _ = await _tailing(reader).run("read", value, timeout=1)
+    assert kind == "ok" and reader.asked == [(3, 200)]
+    assert result["entries"] == [[3, "p3"], [4, "p4"], [5, "p5"]]
+    assert (result["lac"], result["end"]) == (5, closes)
+
+
 @pytest.mark.parametrize("bad", [{"from": -1}, {"from": "3"}, {"wait_ms": 1.5}])
 async def test_bad_read_position_or_wait_fails_before_sending(bad: dict) -> None:
     executor = _tailing(_TailReader([], []))

@@ -148,6 +148,58 @@ def test_read_beyond_lac() -> None:
     assert (c["entry"], c["lac"], c["ops"]) == (1, 0, tail)
 
 
+def test_a_follow_read_beyond_its_lac_is_read_beyond_lac_too() -> None:
+    h = two_acked()
+    follow = h.read(1, 7, [(0, "p0"), (1, "p1")], lac=0, mode="follow")
+    h.read(2, 7, [(0, "p0"), (1, "p1")])
+    r = h.check()
+    assert r["anomaly_types"] == ["read-beyond-lac"]
+    assert cases(r, "read-beyond-lac")[0]["ops"] == follow
+
+
+def _three_acked() -> H:
+    h = two_acked()
+    h.append(0, 7, "p2", 2)
+    return h
+
+
+@pytest.mark.parametrize(
+    ("mode", "entries", "lac", "extra", "skipped"),
+    [
+        ("tail", [(0, "p0"), (2, "p2")], 2, {}, 1),  # a hole below its lac
+        ("tail", [(1, "p1")], 2, {"from": 1}, 2),  # short of its lac
+        ("closed", [(0, "p0"), (1, "p1")], 2, {}, 2),  # a later closed read, short
+        ("follow", [(1, "p1")], 2, {"from": 1, "end": True}, 2),  # followed to the end
+        ("follow", [(0, "p0"), (2, "p2")], 2, {"end": False}, 1),  # a hole in what it got
+    ],
+)
+def test_incomplete_read(mode: str, entries: list, lac: int, extra: dict, skipped: int) -> None:
+    h = _three_acked()
+    closed = h.read(1, 7, [(0, "p0"), (1, "p1"), (2, "p2")])
+    read = h.read(2, 7, entries, lac=lac, mode=mode, **extra)
+    r = h.check()
+    # a closed read is an rw edge from every acked append it lacks: the graph restates it
+    restated = ["G-single-realtime"] if mode == "closed" else []
+    assert r["anomaly_types"] == [*restated, "incomplete-read"]
+    (c,) = cases(r, "incomplete-read")
+    assert (c["entry"], c["payload"], c["ops"]) == (skipped, f"p{skipped}", read + closed)
+
+
+@pytest.mark.parametrize(
+    ("entries", "extra"),
+    [
+        ([(1, "p1")], {"from": 1, "end": False}),  # stopped before its lac: it lags
+        ([], {"from": 3, "end": True}),  # from past the end: nothing to return
+        ([(0, "p0"), (1, "p1"), (2, "p2")], {"end": True}),
+    ],
+)
+def test_a_follow_read_that_stops_short_of_its_lac_is_complete(entries: list, extra: dict) -> None:
+    h = _three_acked()
+    h.read(1, 7, [(0, "p0"), (1, "p1"), (2, "p2")])
+    h.read(2, 7, entries, lac=2, mode="follow", **extra)
+    assert h.check()["anomaly_types"] == []
+
+
 def test_nonmonotonic_lac() -> None:
     h = two_acked()
     high = h.read_lac(1, 7, 1)

@@ -55,6 +55,8 @@ def changed(at: int, path: tuple[str, ...], new: Any) -> bytes:
         (changed(0, ("value", "ledger"), BIG), 2),  # the call's completion
         (changed(1, ("value", "ledger"), 1.5), 2),
         (changed(1, ("value", "seq"), "first"), 2),
+        (changed(3, ("value", "from"), "3"), 4),  # a read's first entry asked for
+        (changed(3, ("value", "end"), "yes"), 4),
     ],
 )
 def test_malformed_values_exit_254_naming_the_line(tmp_path, capsys, body, line) -> None:
@@ -91,7 +93,8 @@ fields = {
         optional={
             k: json_values | st.integers(-1, 5) | st.text(max_size=3)
             for k in ("ledger", "payload", "entry", "mode", "lac", "entries", "stream", "seq",
-                      "last_entry", "wq", "aq", "lacking", "divergent", "unbounded", "proof")
+                      "last_entry", "wq", "aq", "lacking", "divergent", "unbounded", "proof",
+                      "from", "end")
         },
     ) | json_values,
     "error": json_values,

@@ -273,15 +273,28 @@ def test_tail_readers_follow_from_their_position_and_move_on_at_the_end() -> Non
     w = TailWorkload(concurrency=2, rollover_fraction=0.0)
     assert w.next_op(ctx(1)) is PENDING  # nothing to follow yet
     complete(w, 0, w.next_op(ctx(0)), ledger=3)
-    reads = [w.next_op(ctx(1, seed)) for seed in range(6)]
-    assert {r["f"] for r in reads} == {"read", "read-lac"}
-    read = next(r for r in reads if r["f"] == "read")
+    reads = [w.next_op(ctx(1, seed)) for seed in range(12)]
+    assert {r["value"].get("mode", r["f"]) for r in reads} == {"read-lac", "tail", "follow"}
+    read = next(r for r in reads if r["value"].get("mode") == "tail")
     assert read["value"] == {"ledger": 3, "wait_ms": 500, "mode": "tail", "from": 0}
     complete(w, 1, read, lac=4, entries=[])
     assert w.following[1].next == 5
+    follow = next(r for r in reads if r["value"].get("mode") == "follow")
+    complete(w, 1, follow, lac=9, entries=[[5, "p5"], [6, "p6"]], end=False)
+    assert w.following[1].next == 7  # on from the last entry it got, not its handle's LAC
     complete(w, 0, {"f": "close", "value": {"ledger": 3}}, last_entry=6)
     complete(w, 1, read, lac=6, entries=[])
     assert 1 not in w.following
+
+
+def test_a_follower_that_followed_its_ledger_to_the_end_moves_on() -> None:
+    w = TailWorkload(concurrency=2, rollover_fraction=0.0)
+    complete(w, 0, w.next_op(ctx(0)), ledger=3)
+    follow = next(
+        op for seed in range(12) if (op := w.next_op(ctx(1, seed)))["value"].get("mode") == "follow"
+    )
+    complete(w, 1, follow, lac=2, entries=[[0, "p0"], [1, "p1"], [2, "p2"]], end=True)
+    assert 1 not in w.following  # the writer's close not seen yet: the read said it
 
 
 def test_recovery_race_sends_every_other_worker_to_recover_the_same_ledger() -> None:
@@ -334,8 +347,9 @@ class Model:
             return "ok", {"last_entry": last, "term": led["term"]}
         if f == "read":
             first = v.get("from", 0)
-            return "ok", {"lac": last, "entries": [[e, led["entries"][e]] for e in
-                                                     range(first, last + 1)]}  # fmt: skip
+            read = {"lac": last, "entries": [[e, led["entries"][e]] for e in
+                                             range(first, last + 1)]}  # fmt: skip
+            return "ok", read | ({"end": led["closed"]} if v["mode"] == "follow" else {})
         return "ok", {"lac": last} if f == "read-lac" else {"last_entry": last}
 
 
