@@ -140,7 +140,9 @@ class BookieService:
         await self.offload.run(self._check_cookies)
 
         try:
-            self.store = Store(self.ledger_files, self.offload, self._checkpoint_now.set)
+            self.store = Store(
+                self.ledger_files, self.offload, self._checkpoint_now.set, cfg.entry_log_bytes
+            )
         except sqlite3.DatabaseError as exc:
             raise StartupError(
                 f"the ledger index in {cfg.ledger_dirs[0]} is unreadable ({exc}); this bookie "
@@ -156,6 +158,7 @@ class BookieService:
             InlineOffload(),
             cfg.journal_max_batch,
             cfg.journal_max_wait_ms / 1000,
+            cfg.journal_file_bytes,
             after_seq=self.store.checkpointed[0],
         )
         count = self._replay()
@@ -210,9 +213,14 @@ class BookieService:
             reach("journal-replay-torn-tail" if torn else "journal-replay-corrupt", file=bad.seq)
 
         count = 0
-        for record, _ in replay(self.journal_files, self.store.checkpointed, damaged):
+        start_seq, start_offset = start = self.store.checkpointed
+        crossed = False
+        for record, (seq, _) in replay(self.journal_files, start, damaged):
             self.store.apply_record(record)
             count += 1
+            if start_offset and seq > start_seq and not crossed:
+                crossed = True  # the checkpoint lies inside an earlier file than this record
+                reach("journal-replay-crossed-files", checkpoint=list(start), file=seq)
         if count and not damage:
             reach("journal-replay-intact", records=count)
         return count
