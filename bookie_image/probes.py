@@ -128,7 +128,7 @@ PROBES: dict[str, Probe] = {
         _UNFLUSHED,
     ),
     "journal-replay-crossed-files": _bookie(
-        "a restart replays from a checkpoint inside one journal file on into a later file",
+        "a restart replays from a checkpoint inside one journal file on into later files",
         "003",
         _UNFLUSHED,
     ),

@@ -25,7 +25,7 @@ from .cookies import COOKIE_FILE, Cookie, CookieRefused, DirCookie, reconcile
 from .env import Clock, InlineOffload, Offload, SystemClock, ThreadOffload
 from .events import EventLog
 from .files import FileLayer, OsFileLayer
-from .journal import SHORT_RECORD, BadRecord, Journal, replay
+from .journal import SHORT_RECORD, BadRecord, Journal, journal_seqs, replay
 from .registry import Registry
 from .server import BookieConnection
 from .storage import PILE_UP_BYTES, Store
@@ -212,15 +212,14 @@ class BookieService:
             torn = bad.reason == SHORT_RECORD
             reach("journal-replay-torn-tail" if torn else "journal-replay-corrupt", file=bad.seq)
 
-        count = 0
         start_seq, start_offset = start = self.store.checkpointed
-        crossed = False
-        for record, (seq, _) in replay(self.journal_files, start, damaged):
+        seqs = journal_seqs(self.journal_files)
+        if start_offset and seqs and seqs[-1] > start_seq:  # before, whatever replay reads
+            reach("journal-replay-crossed-files", checkpoint=list(start), last_file=seqs[-1])
+        count = 0
+        for record, _ in replay(self.journal_files, start, damaged):
             self.store.apply_record(record)
             count += 1
-            if start_offset and seq > start_seq and not crossed:
-                crossed = True  # the checkpoint lies inside an earlier file than this record
-                reach("journal-replay-crossed-files", checkpoint=list(start), file=seq)
         if count and not damage:
             reach("journal-replay-intact", records=count)
         return count
