@@ -64,6 +64,10 @@ _TERM_REFUSED = (
 _TRUNCATE = "it deletes all entries with a higher entry id"
 _NOOP = "adding a no-op entry with a new “truncate” flag as the last entry to be recovered"
 _ENSEMBLE_CHANGE = "resending all uncommitted entries to the new bookie"
+_UNFLUSHED = (
+    "A crash can cause the loss of acknowledged entries as all the unflushed entries will be lost."
+)
+_INDEX_SAYS = "if the index on a bookie says it exists locally, then it definitely should exist"
 
 
 def _bookie(corner: str, reference: str, passage: str) -> Probe:
@@ -116,6 +120,22 @@ PROBES: dict[str, Probe] = {
     ),
     "journal-replay-corrupt": _bookie(
         "a restart finds a journal record whose checksum does not match", "003", _NEVER_FORGET
+    ),
+    "journal-rolled": _bookie(
+        "a bookie's journal file reaches its size limit and the next file is started "
+        "(BookKeeper's journalMaxSizeMB)",
+        "003",
+        _UNFLUSHED,
+    ),
+    "journal-replay-crossed-files": _bookie(
+        "a restart replays from a checkpoint inside one journal file on into later files",
+        "003",
+        _UNFLUSHED,
+    ),
+    "entrylog-rolled": _bookie(
+        "a checkpoint finds the entry log full and starts the next one (BookKeeper's logSizeLimit)",
+        "003",
+        _INDEX_SAYS,
     ),
     "unbounded-term-raised": _bookie(
         "a bookie raises a ledger's term for a request carrying a higher one",
@@ -289,8 +309,8 @@ PROBES: dict[str, Probe] = {
     ),
 }
 """probe name -> the protocol corner it marks and the reference passage describing it.
-Names are kebab-case, prefixed by the component (`bookie-…`, `journal-…`, `recovery-…`,
-`ensemble-…`, `client-…`, `metadata-…`, `unbounded-…`); they are stable: coverage
+Names are kebab-case, prefixed by the component (`bookie-…`, `journal-…`, `entrylog-…`,
+`recovery-…`, `ensemble-…`, `client-…`, `metadata-…`, `unbounded-…`); they are stable: coverage
 figures of past runs and the search's corpus key on them."""
 
 _listeners: list[Listener] = []

@@ -17,6 +17,11 @@ Keys (required first):
 - ``journal_max_batch`` (512): most entries per journal write + fsync.
 - ``journal_max_wait_ms`` (1): longest a batch waits for more requests to join.
 - ``journal_fsync`` (true): false acknowledges without fsync (unsafe; for experiments).
+- ``journal_file_bytes`` (64 MiB): a journal file is closed and the next one started once
+  it holds this many bytes (BookKeeper's ``journalMaxSizeMB``).
+- ``entry_log_bytes`` (256 MiB): the same for an entry log (BookKeeper's ``logSizeLimit``).
+  Both are tunables, not limits: a batch or a checkpoint's flush is never split, so a file
+  may end past them. The simulation sets them small so that its runs roll files.
 - ``readonly_threshold`` (0.95): disk usage fraction at which the bookie turns read-only.
 - ``log_file`` (none: stderr): where the JSON event lines go.
 """
@@ -27,6 +32,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .journal import FILE_BYTES
+from .storage import LOG_BYTES
 
 
 class ConfigError(Exception):
@@ -45,6 +53,8 @@ class BookieConfig:
     journal_max_batch: int = 512
     journal_max_wait_ms: float = 1.0
     journal_fsync: bool = True
+    journal_file_bytes: int = FILE_BYTES
+    entry_log_bytes: int = LOG_BYTES
     readonly_threshold: float = 0.95
     log_file: Path | None = None
 
@@ -66,6 +76,8 @@ _KEYS = {
     "journal_max_batch",
     "journal_max_wait_ms",
     "journal_fsync",
+    "journal_file_bytes",
+    "entry_log_bytes",
     "readonly_threshold",
     "log_file",
 }
@@ -144,6 +156,12 @@ def parse_config(raw: dict[str, Any], base: Path) -> BookieConfig:
         kwargs["journal_max_wait_ms"] = float(wait)
     if "journal_fsync" in raw:
         kwargs["journal_fsync"] = _typed(raw, "journal_fsync", bool, "true or false")
+    for key in ("journal_file_bytes", "entry_log_bytes"):
+        if key in raw:
+            size = _typed(raw, key, int, "a positive integer (bytes)")
+            if size < 1:
+                raise ConfigError(f"config key {key!r} must be >= 1 (bytes)")
+            kwargs[key] = size
     if "readonly_threshold" in raw:
         threshold = _typed(raw, "readonly_threshold", (int, float), "a fraction in (0, 1]")
         if not 0 < threshold <= 1:

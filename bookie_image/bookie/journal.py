@@ -7,10 +7,12 @@ calls each record's completion callback, in
 order. So an add is acknowledged only after the fsync that covers it, and the cost of an
 fsync is shared by every request in flight.
 
-Files are ``current/journal-<seq>.log`` in the journal dir. A restart never appends to an
-old file (its tail may be torn): it starts the next sequence number. A position
+Files are ``current/journal-<seq>.log`` in the journal dir. A file that holds `file_bytes`
+is closed and the next batch starts the next sequence number (a rollover); so does a
+restart, which never appends to an old file (its tail may be torn). A position
 ``(seq, offset)`` names the end of a durable batch; the ledger storage checkpoints one,
-after which older files are deleted.
+after which older files are deleted, and a replay reads the checkpoint's file from its
+offset and every later file from its start.
 
 Record layout: ``u32 body_length, u32 crc32(body), body`` with body
 ``u8 kind, u64 scope, u64 ledger, i64 entry, i64 lac, i64 term, u8 flags, master_key[20],
@@ -28,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from bookie_image import buggify
+from bookie_image.probes import reach
 
 from .env import Clock, Offload
 from .files import AppendFile, FileLayer
@@ -256,6 +259,7 @@ class Journal:
             self._file.close()
             self._file = None
             self._seq += 1
+            reach("journal-rolled", file=self._seq)
         if self._file is None:
             self._file = self._files.open_append(file_name(self._seq))
         try:

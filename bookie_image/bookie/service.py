@@ -25,7 +25,7 @@ from .cookies import COOKIE_FILE, Cookie, CookieRefused, DirCookie, reconcile
 from .env import Clock, InlineOffload, Offload, SystemClock, ThreadOffload
 from .events import EventLog
 from .files import FileLayer, OsFileLayer
-from .journal import SHORT_RECORD, BadRecord, Journal, replay
+from .journal import SHORT_RECORD, BadRecord, Journal, journal_seqs, replay
 from .registry import Registry
 from .server import BookieConnection
 from .storage import PILE_UP_BYTES, Store
@@ -140,7 +140,9 @@ class BookieService:
         await self.offload.run(self._check_cookies)
 
         try:
-            self.store = Store(self.ledger_files, self.offload, self._checkpoint_now.set)
+            self.store = Store(
+                self.ledger_files, self.offload, self._checkpoint_now.set, cfg.entry_log_bytes
+            )
         except sqlite3.DatabaseError as exc:
             raise StartupError(
                 f"the ledger index in {cfg.ledger_dirs[0]} is unreadable ({exc}); this bookie "
@@ -156,6 +158,7 @@ class BookieService:
             InlineOffload(),
             cfg.journal_max_batch,
             cfg.journal_max_wait_ms / 1000,
+            cfg.journal_file_bytes,
             after_seq=self.store.checkpointed[0],
         )
         count = self._replay()
@@ -209,8 +212,12 @@ class BookieService:
             torn = bad.reason == SHORT_RECORD
             reach("journal-replay-torn-tail" if torn else "journal-replay-corrupt", file=bad.seq)
 
+        start_seq, start_offset = start = self.store.checkpointed
+        seqs = journal_seqs(self.journal_files)
+        if start_offset and seqs and seqs[-1] > start_seq:  # before, whatever replay reads
+            reach("journal-replay-crossed-files", checkpoint=list(start), last_file=seqs[-1])
         count = 0
-        for record, _ in replay(self.journal_files, self.store.checkpointed, damaged):
+        for record, _ in replay(self.journal_files, start, damaged):
             self.store.apply_record(record)
             count += 1
         if count and not damage:

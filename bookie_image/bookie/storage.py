@@ -3,9 +3,11 @@
 Entries reach storage only once the journal has made them durable. They sit in an
 in-memory layer until a checkpoint, which appends them to entry logs (``current/
 entrylog-<id>.log`` in the ledger dirs, one active log per dir, a ledger always routed to
-the same dir), fsyncs those, and then commits, in ONE SQLite transaction, the index rows
-``(scope, ledger, entry) -> (log, offset, length, crc32)``, the per-ledger state and the
-journal position the checkpoint covers. Journal files before that position can then go.
+the same dir; a log that holds `log_bytes` is closed and the next flush starts a new id;
+logs are never deleted: no compaction), fsyncs those, and then commits, in ONE SQLite
+transaction, the index rows ``(scope, ledger, entry) -> (log, offset, length, crc32)``,
+the per-ledger state and the journal position the checkpoint covers. Journal files before
+that position can then go.
 
 Every stored record carries a CRC32 in the index; a short read or a mismatch raises
 :class:`CorruptEntry` (the bookie answers EIO), never "no such entry": an entry the index
@@ -24,6 +26,8 @@ import struct
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+
+from bookie_image.probes import reach
 
 from .env import Offload
 from .files import AppendFile, FileLayer
@@ -137,9 +141,12 @@ class Store:
         dirs: Sequence[FileLayer],
         offload: Offload,
         on_pile_up: Callable[[], None] | None = None,
+        log_bytes: int = LOG_BYTES,
     ) -> None:
-        """`on_pile_up` is called on each entry applied while PILE_UP_BYTES are unflushed."""
+        """`on_pile_up` is called on each entry applied while PILE_UP_BYTES are unflushed;
+        an entry log that holds `log_bytes` is closed and the next flush starts a new one."""
         self._dirs = dirs
+        self._log_bytes = log_bytes
         self._offload = offload
         self._on_pile_up = on_pile_up
         self.ledgers: dict[LKey, LedgerState] = {}
@@ -307,21 +314,25 @@ class Store:
             self._dirty = set()
             self.pending_bytes = 0
             try:
-                await self._offload.run(self._flush, frozen[::-1], states, position)
+                rolled = await self._offload.run(self._flush, frozen[::-1], states, position)
             except BaseException:
                 self._dirty.update(states)
                 raise
             del self._layers[1 : 1 + len(frozen)]
             self.checkpointed = position
+            for log_id in rolled:  # on the loop: a real bookie's flush runs in a thread
+                reach("entrylog-rolled", log=log_id)
 
     def _route(self, lk: LKey) -> int:
         # Fixed by the ledger id alone and recorded per log in the index, so reads never
         # depend on it; changing ledger_dirs is refused by the cookie check anyway.
         return (lk[0] + lk[1]) % len(self._dirs)
 
-    def _log_for(self, where: int) -> tuple[int, AppendFile]:
+    def _log_for(self, where: int, rolled: list[int]) -> tuple[int, AppendFile]:
+        """The active entry log of dir `where`; a new one (its id added to `rolled`) once
+        the active one holds `log_bytes`."""
         active = self._active.get(where)
-        if active is not None and active[1].size < LOG_BYTES:
+        if active is not None and active[1].size < self._log_bytes:
             return active
         if active is not None:
             active[1].close()
@@ -330,12 +341,16 @@ class Store:
         file = self._dirs[where].open_append(_log_name(log_id))
         self._log_dir[log_id] = where
         self._active[where] = (log_id, file)
+        if active is not None:
+            rolled.append(log_id)
         return log_id, file
 
     def _flush(
         self, layers: list[MemLayer], states: dict[LKey, LedgerState], position: Position
-    ) -> None:
-        """Runs off the loop: entry logs first (fsynced), then one index transaction."""
+    ) -> list[int]:
+        """Runs off the loop: entry logs first (fsynced), then one index transaction.
+        Returns the entry logs it started because the active one was full."""
+        rolled: list[int] = []
         buffers: dict[int, bytearray] = {}
         bases: dict[int, tuple[int, int]] = {}
         rows_per_layer: list[list[tuple[int, ...]]] = []
@@ -344,7 +359,7 @@ class Store:
             for lk, entries in layer.entries.items():
                 where = self._route(lk)
                 if where not in buffers:
-                    log_id, file = self._log_for(where)
+                    log_id, file = self._log_for(where, rolled)
                     buffers[where] = bytearray()
                     bases[where] = (log_id, file.size)
                 log_id, base = bases[where]
@@ -397,3 +412,4 @@ class Store:
             raise
         self._dirs[0].record_synced(INDEX)
         self._dirs[0].record_synced(INDEX + "-wal")
+        return rolled

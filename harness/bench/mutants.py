@@ -126,6 +126,18 @@ DEFECTS = (
         "    entry_id = lac + 1\n",
         "    entry_id = max(lac, 0) + 1\n",
     ),
+    Defect(
+        "entrylog-roll-stale-offsets: a checkpoint that rolls over to a new entry log "
+        "indexes the entries it writes there at offsets counted from the end of the old log",
+        "bookie_image/bookie/storage.py",
+        "                    log_id, file = self._log_for(where, rolled)\n"
+        "                    buffers[where] = bytearray()\n"
+        "                    bases[where] = (log_id, file.size)\n",
+        "                    size = self._active[where][1].size if where in self._active else 0\n"
+        "                    log_id, file = self._log_for(where, rolled)\n"
+        "                    buffers[where] = bytearray()\n"
+        "                    bases[where] = (log_id, size)\n",
+    ),
 )
 
 

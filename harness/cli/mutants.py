@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from harness.cli.search import parse_budget
+from harness.errors import UserError
 
 
 @click.command("mutants")
@@ -38,6 +39,12 @@ from harness.cli.search import parse_budget
     help="Worker processes of each search (--jobs of bkchaos search; default: the CPUs it "
     "may use). Mutants are tried one at a time, so this is all the bench runs at once.",
 )
+@click.option(
+    "--match",
+    default=None,
+    help="Try only the mutants (or defects) whose name contains this text, e.g. "
+    "'journal.py:' or 'entrylog-roll' (the sample is then every match).",
+)
 @click.option("--list", "list_only", is_flag=True, help="List every mutant and stop.")
 @click.option(
     "--defects",
@@ -52,6 +59,7 @@ def bench_mutants(
     budget: str,
     search_seed: int,
     jobs: int | None,
+    match: str | None,
     list_only: bool,
     defects: bool,
     as_json: bool,
@@ -65,12 +73,16 @@ def bench_mutants(
     every: list[bench.Mutant | bench.Defect] = list(
         bench.DEFECTS if defects else bench.mutants(root)
     )
+    if match is not None:
+        every = [m for m in every if match in m.name]
+        if not every:
+            raise UserError(f"--match {match!r}: no mutant's name contains it (see --list)")
     if list_only:
         for mutant in every:
             click.echo(mutant.name)
         click.echo(f"{len(every)} {'defects' if defects else 'mutants'}", err=True)
         return
-    tried = every if defects else bench.sample(every, count, seed)  # type: ignore[arg-type]
+    tried = every if defects or match else bench.sample(every, count, seed)  # type: ignore[arg-type]
     count = len(tried)
     search_args = ("--seed", str(search_seed), *(("--jobs", str(jobs)) if jobs else ()))
     results = []

@@ -31,6 +31,16 @@ from harness.sim.loop import SimLoop
 from harness.sim.zk import ZK_NODE, SimZkClient, SimZooKeeper, zk_call
 
 BOOKIE_PORT = 3181
+JOURNAL_FILE_BYTES = 1024
+ENTRY_LOG_BYTES = 2048
+"""A simulated bookie's journal files and entry logs roll at these sizes, not at the real
+64 and 256 MiB, which no simulated run comes near: a bookie of one journals about 6 KB and
+flushes about 3 KB to entry logs per second (records of ~100 bytes, 100 ops/s over three
+bookies). A 1-KiB journal file lasts about 0.15 s, so the 1-s checkpoint interval spans
+several files, as BookKeeper's 60-s flush interval spans a few of its 2-GB journal files
+at 100 MB/s: a restart replays from a checkpoint inside an earlier file, or (a crash soon
+after a checkpoint) inside the file being written. A 2-KiB entry log takes one or two
+checkpoints' flushes. Within a file, nothing differs from the real sizes' regime."""
 EPOCH_S = 1_700_000_000.0  # what the wall clocks read at simulated time 0
 ZK_SESSION_S = 10.0
 
@@ -70,6 +80,8 @@ class SimBookie:
             ledger_dirs=(ledgers,),
             host=name,
             bookie_id=self.id,
+            journal_file_bytes=JOURNAL_FILE_BYTES,
+            entry_log_bytes=ENTRY_LOG_BYTES,
         )
         self.clock = SimClock(cluster.loop, cluster.skews, name)
         self.log = log

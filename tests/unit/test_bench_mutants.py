@@ -17,6 +17,7 @@ from harness.bench.mutants import (
     sample,
     summarise,
 )
+from harness.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = {"boundary", "comparison", "constant", "removed-statement", "skipped-check"}
@@ -73,3 +74,17 @@ def test_every_realistic_defect_still_applies_and_compiles() -> None:
         source = defect.source(ROOT)
         assert source != (ROOT / defect.module).read_text(), defect.name
         compile(source, defect.module, "exec")
+
+
+def test_match_lists_only_the_mutants_it_names_and_refuses_a_name_none_has(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", "mutants", "--match", "journal.py:", "--list"])
+    assert exited.value.code == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed and all(name.startswith("bookie_image/bookie/journal.py:") for name in listed)
+    assert len(listed) == sum(m.module.endswith("journal.py") for m in mutants(ROOT))
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", "mutants", "--match", "no such mutant", "--list"])
+    assert exited.value.code == 254 and "--match" in capsys.readouterr().err

@@ -20,6 +20,12 @@ def test_defaults_and_relative_paths(tmp_path: Path) -> None:
     assert (cfg.journal_max_batch, cfg.journal_max_wait_ms, cfg.journal_fsync) == (512, 1.0, True)
     assert cfg.readonly_threshold == 0.95 and cfg.zk_ledgers_root == "/ledgers"
     assert cfg.log_file is None
+    assert (cfg.journal_file_bytes, cfg.entry_log_bytes) == (64 << 20, 256 << 20)
+
+
+def test_file_sizes_are_taken_as_given(tmp_path: Path) -> None:
+    cfg = parse_config({**BASE, "journal_file_bytes": 1024, "entry_log_bytes": 2048}, tmp_path)
+    assert (cfg.journal_file_bytes, cfg.entry_log_bytes) == (1024, 2048)
 
 
 @pytest.mark.parametrize(
@@ -33,6 +39,10 @@ def test_defaults_and_relative_paths(tmp_path: Path) -> None:
         ({"journal_max_batch": 0}, "journal_max_batch"),
         ({"journal_max_wait_ms": -1}, "journal_max_wait_ms"),
         ({"journal_fsync": 1}, "journal_fsync"),
+        ({"journal_file_bytes": 0}, "journal_file_bytes"),
+        ({"journal_file_bytes": "64MB"}, "journal_file_bytes"),
+        ({"entry_log_bytes": True}, "entry_log_bytes"),
+        ({"entry_log_bytes": -1}, "entry_log_bytes"),
         ({"readonly_threshold": 1.5}, "readonly_threshold"),
         ({"readonly_threshold": True}, "readonly_threshold"),
         ({"zk_ledgers_root": "ledgers"}, "zk_ledgers_root"),

@@ -21,8 +21,8 @@ from bookie_image.bookie.bookie import Bookie
 from bookie_image.bookie.env import InlineOffload, SystemClock, ThreadOffload
 from bookie_image.bookie.events import EventLog
 from bookie_image.bookie.files import MANIFEST, OsFileLayer
-from bookie_image.bookie.journal import Journal, journal_seqs, replay
-from bookie_image.bookie.storage import PILE_UP_BYTES, Store
+from bookie_image.bookie.journal import FILE_BYTES, Journal, journal_seqs, replay
+from bookie_image.bookie.storage import LOG_BYTES, PILE_UP_BYTES, STORE_DIR, Store
 from bookie_image.bugs import NO_BUGS, Bugs
 from bookie_image.protocol import (
     AddRequest,
@@ -49,19 +49,27 @@ def entry(ledger: LedgerId, entry_id: int, lac: int = -1, payload: bytes = b"x")
 class Node:
     """One bookie's storage stack on `root`; reopen it to simulate a restart."""
 
-    def __init__(self, root: Path, max_wait_s: float = 0.001, bugs: Bugs = NO_BUGS):
+    def __init__(
+        self,
+        root: Path,
+        max_wait_s: float = 0.001,
+        bugs: Bugs = NO_BUGS,
+        journal_bytes: int = FILE_BYTES,
+        log_bytes: int = LOG_BYTES,
+    ):
         self.root = root
         self.log = io.StringIO()
         self.journal_files = OsFileLayer(root / "journal")
         self.ledger_files = [OsFileLayer(root / "ledgers0"), OsFileLayer(root / "ledgers1")]
         for layer in (self.journal_files, *self.ledger_files):
             layer.root.mkdir(parents=True, exist_ok=True)
-        self.store = Store(self.ledger_files, ThreadOffload())  # type: ignore[arg-type]
+        self.store = Store(self.ledger_files, ThreadOffload(), log_bytes=log_bytes)  # type: ignore[arg-type]
         self.journal = Journal(
             self.journal_files,
             SystemClock(),
             InlineOffload(),
             max_wait_s=max_wait_s,
+            file_bytes=journal_bytes,
             after_seq=self.store.checkpointed[0],
         )
         self.replayed = 0
@@ -473,6 +481,88 @@ async def test_full_width_ledger_ids_round_trip_through_the_index(tmp_path: Path
     await node.crash()
 
 
+async def journal_record_bytes(root: Path) -> int:
+    """The journal bytes an `add` of entry 0 takes (every `add` of entry 0-99 with the same
+    payload takes as many): what the rollover tests size files in."""
+    node = await Node.open(root)
+    assert await add(node, L1, 0) == Status.EOK
+    await node.crash()
+    return node.journal.durable[1]
+
+
+async def test_restart_after_rollovers_replays_everything_since_a_checkpoint_inside_an_earlier_file(
+    tmp_path: Path,
+) -> None:
+    """Three records to a journal file: the checkpoint lands one record into file 2, and
+    replay must take the rest of file 2 from there and files 3 and 4 from their start."""
+    size = await journal_record_bytes(tmp_path / "sizing")
+    node = await Node.open(tmp_path, journal_bytes=3 * size)
+    for i in range(4):
+        assert await add(node, L1, i) == Status.EOK
+    await node.checkpoint()
+    assert node.store.checkpointed == (2, size)
+    for i in range(4, 11):
+        assert await add(node, L1, i) == Status.EOK
+    await node.crash()
+    assert journal_seqs(node.journal_files) == [2, 3, 4]  # file 1 released by the checkpoint
+
+    node = await Node.open(tmp_path, journal_bytes=3 * size)
+    assert node.replayed == 7
+    assert [(await read(node, L1, i)).status for i in range(11)] == [Status.EOK] * 11
+    assert (await read(node, L1, -1)).entry_id == 10
+    await node.crash()
+
+
+async def test_a_torn_tail_in_the_last_file_after_rollovers_loses_nothing_acknowledged(
+    tmp_path: Path,
+) -> None:
+    size = await journal_record_bytes(tmp_path / "sizing")
+    node = await Node.open(tmp_path, journal_bytes=2 * size)
+    for i in range(7):
+        assert await add(node, L1, i) == Status.EOK
+    await node.crash()
+    seqs = journal_seqs(node.journal_files)
+    assert seqs == [1, 2, 3, 4]
+    with (tmp_path / "journal" / f"current/journal-{seqs[-1]:016d}.log").open("ab") as f:
+        f.write(b"\x00\x00\x00\x50torn")
+    bad: list[Any] = []
+    assert len(list(replay(node.journal_files, (0, 0), bad.append))) == 7
+    assert [(b.seq, b.offset, b.reason) for b in bad] == [(4, size, "short record")]
+
+    node = await Node.open(tmp_path, journal_bytes=2 * size)
+    assert node.replayed == 7
+    assert [(await read(node, L1, i)).status for i in range(7)] == [Status.EOK] * 7
+    assert await add(node, L1, 7) == Status.EOK  # into a new file, never after the torn tail
+    assert journal_seqs(node.journal_files) == [1, 2, 3, 4, 5]
+    await node.crash()
+
+
+async def test_entries_stay_readable_across_entry_log_rollovers_and_restarts(
+    tmp_path: Path,
+) -> None:
+    """A tiny entry log: each checkpoint's flush starts a new log; every entry is read
+    back from the log the index names, before and after a restart, and a restarted store
+    never appends to a log of before."""
+    node = await Node.open(tmp_path, log_bytes=1)
+    for i in range(6):
+        assert await add(node, L1, i, payload=b"p%d" % i) == Status.EOK
+        await node.checkpoint()
+    logs_dir = tmp_path / "ledgers1" / STORE_DIR  # L1 routes to the second ledger dir
+    logs = sorted(p.name for p in logs_dir.glob("entrylog-*.log"))
+    assert len(logs) == 6
+    assert [(await read(node, L1, i)).entry for i in range(6)] == [
+        entry(L1, i, i - 1, b"p%d" % i) for i in range(6)
+    ]
+    await node.crash()
+    node = await Node.open(tmp_path, log_bytes=1)
+    assert [(await read(node, L1, i)).status for i in range(6)] == [Status.EOK] * 6
+    assert await add(node, L1, 6) == Status.EOK
+    await node.checkpoint()
+    assert len(list(logs_dir.glob("entrylog-*.log"))) == 7
+    assert (await read(node, L1, 6)).status == Status.EOK
+    await node.crash()
+
+
 _OPS = st.lists(
     st.one_of(
         st.tuples(st.just("add"), st.integers(0, 1), st.integers(0, 8), st.booleans()),
@@ -484,14 +574,18 @@ _OPS = st.lists(
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=_OPS)
-def test_store_matches_a_model_under_adds_truncates_checkpoints_and_crashes(ops: list) -> None:
+@given(ops=_OPS, tiny_files=st.booleans())
+def test_store_matches_a_model_under_adds_truncates_checkpoints_and_crashes(
+    ops: list, tiny_files: bool
+) -> None:
     """Whatever mix of layers (memory, frozen, index) holds an entry, reads agree with a
-    dict model, before and after crashes."""
+    dict model, before and after crashes; with tiny files, across journal and entry log
+    rollovers too."""
+    sizes = {"journal_bytes": 200, "log_bytes": 200} if tiny_files else {}
 
     async def run(root: Path) -> None:
         model: dict[LedgerId, dict[int, bytes]] = {}
-        node = await Node.open(root)
+        node = await Node.open(root, **sizes)
         for n, op in enumerate(ops):
             if op[0] == "add":
                 _, which, eid, truncate = op
@@ -508,7 +602,7 @@ def test_store_matches_a_model_under_adds_truncates_checkpoints_and_crashes(ops:
                 await node.checkpoint()
             else:
                 await node.crash()
-                node = await Node.open(root)
+                node = await Node.open(root, **sizes)
             for which in (0, 1):
                 ledger = LedgerId(0, 10 + which)
                 entries = model.get(ledger)
