@@ -180,13 +180,23 @@ def test_acks_before_the_ack_quorum_are_lost_to_simulated_partitions() -> None:
     seeded bug under partitions"; on docker its rate is `bkchaos bench`'s to measure)."""
 
 
-@pytest.mark.chaos(**SIM_RUN, seed=1, bugs=["no-journal-fsync"], expect="invalid", anomalies=LOSS)
+@pytest.mark.chaos(
+    **SIM_RUN,
+    seed=2,  # 2, 5, 7, 8, 10 of seeds 0-11 catch it; 1 did before ops ran as tasks
+    bugs=["no-journal-fsync"],
+    expect="invalid",
+    anomalies=LOSS,
+)
 def test_a_journal_without_fsync_loses_entries_to_simulated_power_loss() -> None:
     """Acknowledged before the journal's fsync: power loss drops what was acknowledged."""
 
 
 @pytest.mark.chaos(
-    **SIM_RUN, seed=1, bugs=["read-beyond-lac"], expect="invalid", anomalies=["dirty-read"]
+    **SIM_RUN,
+    seed=2,  # all of seeds 0-11 but 1, 8 catch it; 1 did before ops ran as tasks
+    bugs=["read-beyond-lac"],
+    expect="invalid",
+    anomalies=["dirty-read"],
 )
 def test_reads_beyond_the_lac_are_caught_in_the_simulation() -> None:
     """A bookie serving entries past the LAC lets readers see what recovery later drops."""
