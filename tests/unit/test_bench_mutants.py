@@ -17,6 +17,7 @@ from harness.bench.mutants import (
     sample,
     summarise,
 )
+from harness.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = {"boundary", "comparison", "constant", "removed-statement", "skipped-check"}
@@ -73,3 +74,21 @@ def test_every_realistic_defect_still_applies_and_compiles() -> None:
         source = defect.source(ROOT)
         assert source != (ROOT / defect.module).read_text(), defect.name
         compile(source, defect.module, "exec")
+
+
+def test_each_defect_has_its_own_short_name_and_the_bench_tries_only_those_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--defect` selects by the short name: one a typo would miss is refused (254)."""
+    tags = [d.tag for d in DEFECTS]
+    assert len(set(tags)) == len(tags) and all(t and " " not in t for t in tags)
+    picked = [tags[-1], tags[0]]
+    with pytest.raises(SystemExit) as listed:
+        main(["bench", "mutants", "--defects", "--list", *(f"--defect={t}" for t in picked)])
+    assert listed.value.code in (0, None)
+    names = capsys.readouterr().out.splitlines()
+    assert names == [DEFECTS[0].name, DEFECTS[-1].name]  # in DEFECTS order
+    for args in (["--defects", "--defect", "no-such-defect"], ["--defect", tags[0]]):
+        with pytest.raises(SystemExit) as refused:
+            main(["bench", "mutants", "--list", *args])
+        assert refused.value.code == 254
