@@ -117,6 +117,12 @@ PROBES: dict[str, Probe] = {
     "journal-replay-corrupt": _bookie(
         "a restart finds a journal record whose checksum does not match", "003", _NEVER_FORGET
     ),
+    "bookie-index-reloaded": _bookie(
+        "a restart finds entries a checkpoint flushed to the ledger index (the journal holds "
+        "only what came after)",
+        "003",
+        "if the index on a bookie says it exists locally, then it definitely should exist",
+    ),
     "unbounded-term-raised": _bookie(
         "a bookie raises a ledger's term for a request carrying a higher one",
         "000",

@@ -18,6 +18,8 @@ Keys (required first):
 - ``journal_max_wait_ms`` (1): longest a batch waits for more requests to join.
 - ``journal_fsync`` (true): false acknowledges without fsync (unsafe; for experiments).
 - ``readonly_threshold`` (0.95): disk usage fraction at which the bookie turns read-only.
+- ``checkpoint_interval_ms`` (1000): how often entries and ledger state are flushed to the
+  entry logs and the index, after which the journal files before them are deleted.
 - ``log_file`` (none: stderr): where the JSON event lines go.
 """
 
@@ -46,6 +48,7 @@ class BookieConfig:
     journal_max_wait_ms: float = 1.0
     journal_fsync: bool = True
     readonly_threshold: float = 0.95
+    checkpoint_interval_ms: float = 1000.0
     log_file: Path | None = None
 
     @property
@@ -67,6 +70,7 @@ _KEYS = {
     "journal_max_wait_ms",
     "journal_fsync",
     "readonly_threshold",
+    "checkpoint_interval_ms",
     "log_file",
 }
 
@@ -149,6 +153,13 @@ def parse_config(raw: dict[str, Any], base: Path) -> BookieConfig:
         if not 0 < threshold <= 1:
             raise ConfigError("config key 'readonly_threshold' must be a fraction in (0, 1]")
         kwargs["readonly_threshold"] = float(threshold)
+    if "checkpoint_interval_ms" in raw:
+        interval = _typed(
+            raw, "checkpoint_interval_ms", (int, float), "a number of milliseconds > 0"
+        )
+        if interval <= 0:
+            raise ConfigError("config key 'checkpoint_interval_ms' must be > 0")
+        kwargs["checkpoint_interval_ms"] = float(interval)
     if "log_file" in raw:
         kwargs["log_file"] = path("log_file")
     return BookieConfig(

@@ -19,6 +19,7 @@ def test_defaults_and_relative_paths(tmp_path: Path) -> None:
     assert cfg.ledger_dirs == (tmp_path / "l1", tmp_path / "l2")
     assert (cfg.journal_max_batch, cfg.journal_max_wait_ms, cfg.journal_fsync) == (512, 1.0, True)
     assert cfg.readonly_threshold == 0.95 and cfg.zk_ledgers_root == "/ledgers"
+    assert cfg.checkpoint_interval_ms == 1000.0
     assert cfg.log_file is None
 
 
@@ -35,6 +36,8 @@ def test_defaults_and_relative_paths(tmp_path: Path) -> None:
         ({"journal_fsync": 1}, "journal_fsync"),
         ({"readonly_threshold": 1.5}, "readonly_threshold"),
         ({"readonly_threshold": True}, "readonly_threshold"),
+        ({"checkpoint_interval_ms": 0}, "checkpoint_interval_ms"),
+        ({"checkpoint_interval_ms": "1s"}, "checkpoint_interval_ms"),
         ({"zk_ledgers_root": "ledgers"}, "zk_ledgers_root"),
         ({"bookie_id": "a/b"}, "bookie_id"),
         ({"jounral_dir": "x"}, "jounral_dir"),
