@@ -137,6 +137,12 @@ PROBES: dict[str, Probe] = {
         "003",
         _INDEX_SAYS,
     ),
+    "bookie-index-reloaded": _bookie(
+        "a restart finds entries a checkpoint flushed to the ledger index (the journal holds "
+        "only what came after)",
+        "003",
+        "if the index on a bookie says it exists locally, then it definitely should exist",
+    ),
     "unbounded-term-raised": _bookie(
         "a bookie raises a ledger's term for a request carrying a higher one",
         "000",

@@ -23,6 +23,8 @@ Keys (required first):
   Both are tunables, not limits: a batch or a checkpoint's flush is never split, so a file
   may end past them. The simulation sets them small so that its runs roll files.
 - ``readonly_threshold`` (0.95): disk usage fraction at which the bookie turns read-only.
+- ``checkpoint_interval_ms`` (1000): how often entries and ledger state are flushed to the
+  entry logs and the index, after which the journal files before them are deleted.
 - ``log_file`` (none: stderr): where the JSON event lines go.
 """
 
@@ -56,6 +58,7 @@ class BookieConfig:
     journal_file_bytes: int = FILE_BYTES
     entry_log_bytes: int = LOG_BYTES
     readonly_threshold: float = 0.95
+    checkpoint_interval_ms: float = 1000.0
     log_file: Path | None = None
 
     @property
@@ -79,6 +82,7 @@ _KEYS = {
     "journal_file_bytes",
     "entry_log_bytes",
     "readonly_threshold",
+    "checkpoint_interval_ms",
     "log_file",
 }
 
@@ -167,6 +171,13 @@ def parse_config(raw: dict[str, Any], base: Path) -> BookieConfig:
         if not 0 < threshold <= 1:
             raise ConfigError("config key 'readonly_threshold' must be a fraction in (0, 1]")
         kwargs["readonly_threshold"] = float(threshold)
+    if "checkpoint_interval_ms" in raw:
+        interval = _typed(
+            raw, "checkpoint_interval_ms", (int, float), "a number of milliseconds > 0"
+        )
+        if interval <= 0:
+            raise ConfigError("config key 'checkpoint_interval_ms' must be > 0")
+        kwargs["checkpoint_interval_ms"] = float(interval)
     if "log_file" in raw:
         kwargs["log_file"] = path("log_file")
     return BookieConfig(

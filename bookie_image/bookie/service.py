@@ -30,7 +30,6 @@ from .registry import Registry
 from .server import BookieConnection
 from .storage import PILE_UP_BYTES, Store
 
-CHECKPOINT_INTERVAL_S = 1.0
 DISK_CHECK_INTERVAL_S = 1.0
 STATS_INTERVAL_S = 0.5
 ZK_START_TIMEOUT_S = 30.0
@@ -161,6 +160,9 @@ class BookieService:
             cfg.journal_file_bytes,
             after_seq=self.store.checkpointed[0],
         )
+        indexed = sum(st.last_entry >= 0 for st in self.store.ledgers.values())
+        if indexed:
+            reach("bookie-index-reloaded", ledgers=indexed)
         count = self._replay()
         await self.store.checkpoint(self.journal.durable)
         self.journal.release_before(self.journal.durable[0])
@@ -266,7 +268,8 @@ class BookieService:
         """Checkpoint every interval, or sooner when unflushed entries pile up in memory,
         until stopping; it ends by itself, never cancelled (a cancelled checkpoint would
         leave its flush thread running)."""
-        due_at = self.clock.monotonic() + CHECKPOINT_INTERVAL_S
+        interval = self.cfg.checkpoint_interval_ms / 1000
+        due_at = self.clock.monotonic() + interval
         while not self._stop.is_set():
             try:
                 wait = max(due_at - self.clock.monotonic(), 0.0)
@@ -278,7 +281,7 @@ class BookieService:
                 due = self.store.pending_bytes >= PILE_UP_BYTES
             if due:
                 await self.checkpoint()
-                due_at = self.clock.monotonic() + CHECKPOINT_INTERVAL_S
+                due_at = self.clock.monotonic() + interval
 
     async def checkpoint(self) -> None:
         if not self.store.needs_checkpoint:

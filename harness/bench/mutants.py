@@ -90,12 +90,26 @@ class Defect:
     def name(self) -> str:
         return f"{self.module} {self.label}"
 
+    @property
+    def tag(self) -> str:
+        """The defect's short name, the label's first word (`--defect` selects by it)."""
+        return self.label.split(":", 1)[0]
+
     def source(self, root: Path) -> str:
         text = (root / self.module).read_text()
         if text.count(self.old) != 1:
             raise ValueError(f"{self.name}: the code it edits changed ({self.old!r})")
         return text.replace(self.old, self.new)
 
+
+_STATE_MERGE = """\
+        if st.key == NO_KEY and key != NO_KEY:
+            st.key = key
+        st.fenced = st.fenced or fenced
+        st.term = max(st.term, term)
+        st.lac = max(st.lac, lac)
+"""
+"""The lines between `Store.apply_state`'s snapshot of a ledger's state and its dirty check."""
 
 DEFECTS = (
     Defect(
@@ -137,6 +151,98 @@ DEFECTS = (
         "                    log_id, file = self._log_for(where, rolled)\n"
         "                    buffers[where] = bytearray()\n"
         "                    bases[where] = (log_id, size)\n",
+    ),
+    Defect(
+        "fragment-lookup-off-by-one: the fragment holding an entry is looked up with the "
+        "boundary on the wrong side, so the first entry of each new fragment is read from "
+        "(and recovered against) the bookies of the fragment before it",
+        "bookie_image/client/metadata.py",
+        "            if first > entry_id:",
+        "            if first >= entry_id:",
+    ),
+    Defect(
+        "new-fragment-after-queued-adds: an ensemble change starts the new fragment after "
+        "the adds already queued instead of at LAC+1, so the pending adds it re-sends to the "
+        "replacement stay, by the metadata, on the bookie that failed",
+        "bookie_image/client/ledger.py",
+        "        first = min(self.lac + 1, next(iter(self._pending), self.lac + 1))",
+        "        first = self.next_entry_id",
+    ),
+    Defect(
+        "negative-threshold-off-by-one: recovery takes WQ-AQ explicit negatives as proof "
+        "that an entry never reached an ack quorum, not (WQ-AQ)+1",
+        "bookie_image/client/quorum.py",
+        "    return config.write_quorum - config.ack_quorum + 1",
+        "    return config.write_quorum - config.ack_quorum",
+    ),
+    Defect(
+        "recovery-reads-writeback-fragment: once a bookie fails during the write-back, "
+        "recovery reads the next entries from the write-back's new fragment, whose "
+        "replacement bookie never had them",
+        "bookie_image/client/recovery.py",
+        "while (entry := await _recovery_read(ctx, metadata, master_key, entry_id, term))",
+        "while (entry := await _recovery_read(\n"
+        "        ctx, writer.versioned.metadata, master_key, entry_id, term\n"
+        "    ))",
+    ),
+    Defect(
+        "lac-piggyback-previous-entry: an add piggybacks the id of the entry before it as "
+        "the LAC, as if pipelined adds were confirmed when the next one is sent",
+        "bookie_image/client/ledger.py",
+        "        lac = self.frozen_lac if self.recovery else self.lac",
+        "        lac = self.frozen_lac if self.recovery else entry_id - 1",
+    ),
+    Defect(
+        "fence-read-keeps-term: a bookie checks the term of a takeover's fencing and "
+        "recovery reads but does not raise its own to it (only adds do), so the old writer's "
+        "adds keep landing until the takeover writes",
+        "bookie_image/bookie/bookie.py",
+        "            req.master_key,\n            req.term,\n            -1,\n"
+        "            req.term is None,",
+        "            req.master_key,\n            None,\n            -1,\n"
+        "            req.term is None,",
+    ),
+    Defect(
+        "index-last-entry-by-count: after a restart a bookie rebuilds each ledger's last "
+        "entry as its number of indexed entries minus one, as if it held every entry from 0",
+        "bookie_image/bookie/storage.py",
+        '"SELECT scope, ledger, MAX(entry) FROM entries GROUP BY scope, ledger"',
+        '"SELECT scope, ledger, COUNT(entry) - 1 FROM entries GROUP BY scope, ledger"',
+    ),
+    Defect(
+        "fence-not-checkpointed: a ledger's state is marked for the next checkpoint when its "
+        "key, term or LAC changes but not when it is fenced, so a fence whose journal record "
+        "a checkpoint released is forgotten at the next restart",
+        "bookie_image/bookie/storage.py",
+        "        before = (st.key, st.fenced, st.term, st.lac)\n"
+        + _STATE_MERGE
+        + "        if before != (st.key, st.fenced, st.term, st.lac):",
+        "        before = (st.key, st.term, st.lac)\n"
+        + _STATE_MERGE
+        + "        if before != (st.key, st.term, st.lac):",
+    ),
+    Defect(
+        "recovery-starts-after-last-stored: fencing takes the id of the last entry a fenced "
+        "bookie stores for the LAC, not the LAC that entry carries, so recovery neither "
+        "reads nor writes back the entries before it",
+        "bookie_image/client/recovery.py",
+        "                lac = max(lac, header.lac)",
+        "                lac = max(lac, header.entry_id)",
+    ),
+    Defect(
+        "reader-takes-fragment-start-as-confirmed: a reader's LAC read counts the last "
+        "fragment's first entry as confirmed (not only the entries before it)",
+        "bookie_image/client/ledger.py",
+        "        lac = previous = max(self._lac, first - 1)",
+        "        lac = previous = max(self._lac, first)",
+    ),
+    Defect(
+        "replay-offset-every-file: journal replay starts every file at the checkpoint's "
+        "offset, not only the checkpoint's own file (reachable only once a journal rolls "
+        "over to a new file within one bookie run)",
+        "bookie_image/bookie/journal.py",
+        "        offset = start_offset if seq == start_seq else 0",
+        "        offset = start_offset",
     ),
 )
 

@@ -37,6 +37,9 @@ WORKLOAD_SETTINGS = (
     *("takeovers", "writer_crashes", "buggify"),
 )
 """What a search may set besides the workload and the bugs; `minimal.json` records them."""
+SIMULATED_SETTINGS = ("latency", "checkpoint_interval")
+"""What only the simulated cluster has that a search draws (`DRAWN_CHOICES`): `minimal.json`
+records them too, and a replay of one stored before they were drawn takes the defaults."""
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
@@ -443,6 +446,7 @@ def search_base(
         "quorums": None if write_quorum is None and ack_quorum is None else "given",
         "takeovers": takeovers,
         "writer_crashes": writer_crashes,
+        **dict.fromkeys(SIMULATED_SETTINGS),  # no option sets them: always drawn
     }
     draw = frozenset(name for name, value in given.items() if value is None)
     appends_in_flight = 1 if pipeline is None else pipeline
@@ -478,7 +482,7 @@ def store_found(store: Path, found: SimSpec) -> dict[str, Any]:
     run_dir = new_run_dir(store, found.name)
     result = run_sim(found, run_dir)
     minimal = {
-        **{k: getattr(found, k) for k in WORKLOAD_SETTINGS},
+        **{k: getattr(found, k) for k in (*WORKLOAD_SETTINGS, *SIMULATED_SETTINGS)},
         "seed": found.seed,
         "time_limit": found.time_limit,
         "bugs": list(found.bugs),
@@ -515,12 +519,15 @@ def _replay(path: Path, store: Path, as_json: bool) -> int:
         fields = {
             k: minimal[k] for k in (*WORKLOAD_SETTINGS, "seed", "time_limit") if k != "buggify"
         }
+        simulated = {k: minimal.get(k, getattr(SimSpec, k)) for k in SIMULATED_SETTINGS}
+        simulated["latency"] = tuple(simulated["latency"])
         spec = SimSpec(
             name="search-replay",
             bugs=tuple(minimal.get("bugs", ())),
             schedule=tuple(minimal["schedule"]),
             buggify=bool(minimal.get("buggify", False)),  # stored before BUGGIFY existed: off
             **fields,
+            **simulated,
         )
         spec.as_replay("sim")  # the same checks as a test: settings and schedule steps
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -578,11 +585,27 @@ def _coverage_progress() -> Callable[..., None]:
 
 
 def _workload_settings(spec: SimSpec) -> str:
-    """The drawn settings of a test, short: '16 workers, pipeline 4, WQ 3 AQ 2, takeovers 0.5'."""
+    """The drawn settings of a test, short: '16 workers, pipeline 4, WQ 3 AQ 2, takeovers 0.5'
+    (and the simulated cluster's, where they are not the defaults)."""
+    from harness.runtime.sim import SimSpec
+
     shares = [
         f"{name} {share:g}"
         for name, share in (("takeovers", spec.takeovers), ("writer crashes", spec.writer_crashes))
         if share
+    ]
+    low, high = spec.latency
+    cluster = [
+        *(
+            [f"latency {low * 1000:g}-{high * 1000:g} ms"]
+            if spec.latency != SimSpec.latency
+            else []
+        ),
+        *(
+            [f"checkpoints every {spec.checkpoint_interval:g} s"]
+            if spec.checkpoint_interval != SimSpec.checkpoint_interval
+            else []
+        ),
     ]
     return ", ".join(
         [
@@ -591,6 +614,7 @@ def _workload_settings(spec: SimSpec) -> str:
             f"pipeline {spec.pipeline}",
             f"WQ {spec.write_quorum} AQ {spec.ack_quorum}",
             *shares,
+            *cluster,
         ]
     )
 

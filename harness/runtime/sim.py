@@ -68,9 +68,10 @@ class SimSpec(TestSpec):
     mean there (the workload settings shape the workload `run_sim` builds when it is given
     none), with the simulation's own defaults for a run's name, length, rate and op
     timeout, and what only the simulation has: the clients' `add_timeout`, the network's
-    `latency` range and `loss` probability (see harness/sim/net.py), and `buggify`:
+    `latency` range and `loss` probability (see harness/sim/net.py), `buggify`:
     whether the product's perturbation points fire (harness/sim/buggify.py; the simulation
-    only, so a replay on real nodes runs without them).
+    only, so a replay on real nodes runs without them), and the seconds between the
+    bookies' checkpoints (`checkpoint_interval`, the bookie's `checkpoint_interval_ms`).
 
     It is checked as a test only by `as_test` (a search draws settings, then fits them):
     building one checks just its seeded bugs."""
@@ -84,6 +85,7 @@ class SimSpec(TestSpec):
     latency: tuple[float, float] = (0.0002, 0.002)
     loss: float = 0.0
     buggify: bool = False
+    checkpoint_interval: float = 1.0
 
     def __post_init__(self) -> None:
         bugs.parse(",".join(self.bugs))  # a misspelt bug must not silently test nothing
@@ -193,6 +195,7 @@ def run_sim(
             bookies=spec.bookies,
             clients=spec.clients,
             add_timeout=spec.add_timeout,
+            checkpoint_interval=spec.checkpoint_interval,
         )
         nemesis = Composed(
             [

@@ -82,6 +82,7 @@ class SimBookie:
             bookie_id=self.id,
             journal_file_bytes=JOURNAL_FILE_BYTES,
             entry_log_bytes=ENTRY_LOG_BYTES,
+            checkpoint_interval_ms=cluster.checkpoint_interval * 1000,
         )
         self.clock = SimClock(cluster.loop, cluster.skews, name)
         self.log = log
@@ -220,9 +221,12 @@ class SimCluster:
         bookies: int = 3,
         clients: int = 2,
         add_timeout: float = 2.0,
+        checkpoint_interval: float = 1.0,
     ) -> None:
+        """`checkpoint_interval`: seconds between the bookies' checkpoints."""
         self.loop = loop
         self.bugs = bugs
+        self.checkpoint_interval = checkpoint_interval
         self.clients_rng = clients_rng
         self.zk = SimZooKeeper(loop, self._reaches_zookeeper)
         self.skews: dict[str, float] = {}

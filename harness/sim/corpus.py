@@ -149,10 +149,9 @@ class Space:
         changes: dict[str, Any] = {}
         if "bookies" in names:
             changes["bookies"] = rng.choice(SPARE_BOOKIES) + self.base.bookies
-        if "concurrency" in names:
-            changes["concurrency"] = rng.choice(DRAWN_CHOICES["concurrency"])
-        if "pipeline" in names:
-            changes["pipeline"] = rng.choice(DRAWN_CHOICES["pipeline"])
+        for name in ("concurrency", "pipeline", "latency", "checkpoint_interval"):
+            if name in names:
+                changes[name] = rng.choice(DRAWN_CHOICES[name])
         if "quorums" in names:
             changes["write_quorum"], changes["ack_quorum"] = rng.choice(DRAWN_CHOICES["quorums"])
         for share in OP_SHARE_WORKLOADS:
@@ -402,6 +401,8 @@ SHRUNK_SETTINGS = (
     "write_quorum",
     "takeovers",
     "writer_crashes",
+    "latency",
+    "checkpoint_interval",
 )
 """Drawn settings the shrinker puts back to the search's own (ack_quorum goes with WQ)."""
 

@@ -49,11 +49,22 @@ DRAWN_CHOICES: dict[str, tuple[Any, ...]] = {
     "quorums": ((2, 2), (3, 2), (3, 3)),
     "takeovers": (None, 0.1, 0.5),
     "writer_crashes": (0.0, 0.05),
+    "latency": ((0.0002, 0.002), (0.002, 0.02)),
+    "checkpoint_interval": (1.0, 0.1),
 }
 """Workload settings a search may draw (its `draw` names them), each among these values and
 the base's own, which comes first so that shrinking returns to it where it does not
 matter. Quorums stay within an ensemble of 3; a share of ops is drawn for the workloads
-that have such ops (`OP_SHARE_WORKLOADS`), a pipeline for a workload that pipelines."""
+that have such ops (`OP_SHARE_WORKLOADS`), a pipeline for a workload that pipelines.
+
+Two belong to the simulated cluster, and only the corpus strategy draws them: the
+network's one-way `latency` — a LAN, or one ten times slower, where at the same op rate a
+writer has more adds in flight when a fault lands and a recovery finds a longer
+unconfirmed tail, so the windows between racing clients widen — and the bookies'
+`checkpoint_interval`. A search's runs last seconds, a real bookie's checkpoint comes
+every second: with it, a restart early in a run finds nothing in the index and replays
+the whole journal, never rebuilding from a checkpoint and replaying the rest; a tenth of
+a second makes nearly every restart do that, as it does in a real bookie's life."""
 
 
 def sim_schedules(

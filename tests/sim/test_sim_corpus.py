@@ -56,6 +56,8 @@ def test_drawn_and_mutated_tests_are_tests_their_workload_accepts() -> None:
         assert targets <= {"b1", "b2", "b3", "c1", "c2", "@0", "@1", "@2", "@self"}
     assert {t.spec.workload for t in tests} == set(WORKLOADS)
     assert {t.spec.bookies for t in tests} == {3, 4, 5}
+    assert {t.spec.latency for t in tests} == set(DRAWN_CHOICES["latency"])
+    assert {t.spec.checkpoint_interval for t in tests} == set(DRAWN_CHOICES["checkpoint_interval"])
     assert any(t.spec.buggify for t in tests) and not all(t.spec.buggify for t in tests)
     assert any(f.trigger for t in tests for f in t.faults)
 

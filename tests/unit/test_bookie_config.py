@@ -19,6 +19,7 @@ def test_defaults_and_relative_paths(tmp_path: Path) -> None:
     assert cfg.ledger_dirs == (tmp_path / "l1", tmp_path / "l2")
     assert (cfg.journal_max_batch, cfg.journal_max_wait_ms, cfg.journal_fsync) == (512, 1.0, True)
     assert cfg.readonly_threshold == 0.95 and cfg.zk_ledgers_root == "/ledgers"
+    assert cfg.checkpoint_interval_ms == 1000.0
     assert cfg.log_file is None
     assert (cfg.journal_file_bytes, cfg.entry_log_bytes) == (64 << 20, 256 << 20)
 
@@ -45,6 +46,8 @@ def test_file_sizes_are_taken_as_given(tmp_path: Path) -> None:
         ({"entry_log_bytes": -1}, "entry_log_bytes"),
         ({"readonly_threshold": 1.5}, "readonly_threshold"),
         ({"readonly_threshold": True}, "readonly_threshold"),
+        ({"checkpoint_interval_ms": 0}, "checkpoint_interval_ms"),
+        ({"checkpoint_interval_ms": "1s"}, "checkpoint_interval_ms"),
         ({"zk_ledgers_root": "ledgers"}, "zk_ledgers_root"),
         ({"bookie_id": "a/b"}, "bookie_id"),
         ({"jounral_dir": "x"}, "jounral_dir"),
