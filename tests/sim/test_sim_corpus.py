@@ -83,6 +83,23 @@ def test_the_corpus_aims_self_only_at_probes_a_bookie_reaches() -> None:
     assert relative == {"@self"}
 
 
+def test_a_mutation_aims_faults_at_the_windows_its_parent_reached() -> None:
+    """A kept test that reached a recovery's start gets faults waiting for that probe far
+    more often than one that reached no trigger probe, and only of the kinds a probe can
+    trigger; what it reached besides trigger probes is never aimed at."""
+    parent = Candidate(SimSpec(), (Fault(2, 5, "kill", ("b2",)),))
+
+    def aimed_at(reached: frozenset[str]) -> list[Fault]:
+        rng = random.Random(2)
+        children = [SPACE.mutate(rng, parent, reached) for _ in range(600)]
+        return [f for c in children for f in c.faults if f.trigger == "recovery-started"]
+
+    aimed = aimed_at(frozenset({"probe:recovery-started", "probe:recovery-closed"}))
+    unaimed = aimed_at(frozenset({"probe:recovery-closed", "op:recover:ok"}))
+    assert len(aimed) > 5 * max(1, len(unaimed))
+    assert {f.kind for f in aimed} == {"kill", "pause", "power-loss", "partition"}
+
+
 def test_a_fault_renders_as_a_start_and_a_stop_step() -> None:
     fault = Fault(2, 5, "kill", ("b2",))
     spec = Candidate(SimSpec(), (fault,)).to_spec()
