@@ -86,6 +86,12 @@ PROBES: dict[str, Probe] = {
         "003",
         "Writing entries is idempotent and does not cause duplication or ordering issues.",
     ),
+    "bookie-recovery-add-new-entry": _bookie(
+        "a bookie accepts a recovery add (write-back) of an entry beyond the last it holds: "
+        "the write-back brings it a copy it lacked",
+        "003",
+        _WRITE_BACK,
+    ),
     "bookie-readonly": _bookie(
         "a bookie turns read-only (disk full or I/O error)",
         "003",
@@ -231,6 +237,12 @@ PROBES: dict[str, Probe] = {
         "the write-back fails: the recovery aborts without closing", "003", _CLOSE
     ),
     "recovery-closed": Probe("a recovery closes the ledger", "003", _CLOSE),
+    "recovery-closed-new-fragment": Probe(
+        "a recovery closes the ledger with a fragment its write-back added (a bookie it "
+        "replaced while writing back)",
+        "003",
+        _CLOSE,
+    ),
     "recovery-close-lost-race": Probe(
         "a recovery's close finds the ledger no longer IN_RECOVERY in its term (CAS lost)",
         "003",

@@ -141,12 +141,13 @@ TRIGGER_PROBES = (
     "unbounded-takeover-started",
     "bookie-fenced",
     "unbounded-term-raised",
+    "bookie-recovery-add-new-entry",
     ADD_TRIGGER_PROBE,
 )
 """The probes (bookie_image/probes.py) a triggered step may wait for: those whose fields
 name the bookies involved (the ensemble being recovered, written back to, changed, taken
 over; the write set an add is sent to) or that a bookie reaches itself (fencing, a
-takeover's term)."""
+takeover's term, a write-back bringing it a copy it lacked)."""
 
 TRIGGER_TARGETS = ("@0", "@1", "@2", "@self")
 """Targets relative to the probe: the k-th bookie of the ensemble (or write set) it names,
@@ -166,12 +167,15 @@ SPLIT = "@split"
 
 def drawn_targets(probe: str, bookies: Sequence[str]) -> tuple[str, ...]:
     """What a search may aim a step triggered by `probe` at: the bookies of the add's write
-    set for `ADD_TRIGGER_PROBE` (at least two with any WQ a search draws), else any
-    relative target or one of `bookies` (``@self`` only where a bookie reaches `probe`)."""
+    set for `ADD_TRIGGER_PROBE` (at least two with any WQ a search draws); for a probe a
+    bookie reaches, that bookie (``@self``) or one of `bookies` (such probes name no
+    ensemble, so an ``@k`` would never fire); else a bookie of the ensemble the probe
+    names (``@k``) or one of `bookies`."""
     if probe == ADD_TRIGGER_PROBE:
         return ("@0", "@1")
-    relative = [t for t in TRIGGER_TARGETS if t != "@self" or probe in SELF_TRIGGER_PROBES]
-    return (*relative, *bookies)
+    if probe in SELF_TRIGGER_PROBES:
+        return ("@self", *bookies)
+    return (*(t for t in TRIGGER_TARGETS if t != "@self"), *bookies)
 
 
 def is_triggered(step: dict[str, Any]) -> bool:

@@ -162,6 +162,10 @@ class Bookie:
                 reach("bookie-fenced-add-refused", ledger=_name(ledger), entry=entry_id)
                 return answer(Status.EFENCED)
             reach("bookie-recovery-add-on-fenced", ledger=_name(ledger), entry=entry_id)
+        if req.recovery and not req.truncate and (st is None or entry_id > st.last_entry):
+            # A write-back bringing this bookie a copy it lacked: failing here, it still
+            # lacks the entry, and the recovery must write it to a replacement.
+            reach("bookie-recovery-add-new-entry", ledger=_name(ledger), entry=entry_id)
         self._apply_guards(ledger, req.master_key, req.term)
         truncate = req.truncate and not self._no_truncate
         flags = (RECOVERY if req.recovery else 0) | (TRUNCATE if truncate else 0)

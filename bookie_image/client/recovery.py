@@ -193,6 +193,8 @@ async def _recover(
         await asyncio.sleep(pause)
     closed = await ctx.store.update(writer.versioned, close)
     reach("recovery-closed", ledger=metadata.name, last_entry=last_entry)
+    if writer.versioned.metadata.ensembles != metadata.ensembles:
+        reach("recovery-closed-new-fragment", ledger=metadata.name, bookies=list(writer.ensemble))
     return Recovered(closed, last_entry, last_length)
 
 

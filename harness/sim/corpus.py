@@ -56,6 +56,12 @@ FRESH_SHARE = 0.25
 """Share of tests drawn afresh once the corpus holds something (the rest are mutations)."""
 SHRINK_SHARE = 0.25
 """The least share of the budget the shrinker gets, even when the find came late."""
+AIMED_SHARE = 0.5
+"""Share of the changes to a kept test that aim a fault at a protocol window the test
+reached (a trigger probe among its features): a kill, power loss, pause or partition
+that waits for that probe. The child runs as its parent did up to the fault, so the fault
+lands in the window: a bookie failing as a recovery writes back, as a ledger is fenced,
+as a write-back brings a bookie an entry it lacked."""
 DRAWN_AHEAD_PER_JOB = 2
 """Tests drawn ahead of the results offered, per job: enough that a worker that finishes
 finds the next test waiting while a slower one still runs; each is drawn from a corpus that
@@ -159,8 +165,13 @@ class Space:
                 changes[share] = rng.choice(DRAWN_CHOICES[share])
         return fit(replace(spec, **changes), self.base)
 
+    @property
+    def fault_ticks(self) -> int:
+        """Faults start and end within the first half of the longest run (in ticks)."""
+        return round(self.max_time / 2 * TICKS_PER_S)
+
     def fault(self, rng: random.Random) -> Fault:
-        ticks = round(self.max_time / 2 * TICKS_PER_S)
+        ticks = self.fault_ticks
         kind = rng.choice(self.kinds)
         if kind in TRIGGERED_KINDS and rng.random() < self.triggered_share:
             return self._triggered(rng, kind, ticks)
@@ -178,8 +189,10 @@ class Space:
                 extra["delay_ms"] = delay
         return Fault(start, rng.randint(start + 1, ticks), kind, targets, tuple(extra.items()))
 
-    def _triggered(self, rng: random.Random, kind: str, ticks: int) -> Fault:
-        probe = rng.choice(TRIGGER_PROBES)
+    def _triggered(
+        self, rng: random.Random, kind: str, ticks: int, probe: str | None = None
+    ) -> Fault:
+        probe = probe or rng.choice(TRIGGER_PROBES)
         target = rng.choice(drawn_targets(probe, self.bookies))
         extra = {"grudge": rng.choice(("isolate", SPLIT))} if kind == "partition" else {}
         start = rng.randrange(ticks)
@@ -188,12 +201,30 @@ class Space:
 
     # -- mutations ---------------------------------------------------------------------------
 
-    def mutate(self, rng: random.Random, parent: Candidate) -> Candidate:
-        """One or two small changes to a corpus test."""
+    def mutate(
+        self, rng: random.Random, parent: Candidate, reached: frozenset[str] = frozenset()
+    ) -> Candidate:
+        """One or two small changes to a corpus test that reached the features `reached`;
+        `AIMED_SHARE` of them aim a fault at one of the trigger probes among those."""
+        windows = [probe for probe in TRIGGER_PROBES if f"probe:{probe}" in reached]
+        triggerable = [kind for kind in self.kinds if kind in TRIGGERED_KINDS]
         child = parent
         for _ in range(rng.choice((1, 1, 2))):
-            child = rng.choice(self._mutations)(self, rng, child)
+            if windows and triggerable and rng.random() < AIMED_SHARE:
+                child = self._aim(rng, child, rng.choice(windows), rng.choice(triggerable))
+            else:
+                child = rng.choice(self._mutations)(self, rng, child)
         return child
+
+    def _aim(self, rng: random.Random, c: Candidate, probe: str, kind: str) -> Candidate:
+        """`c` with a fault of `kind` triggered by `probe` (in place of one of its faults
+        when it has as many as it may)."""
+        faults = c.faults
+        if len(faults) >= self.max_faults:
+            i = rng.randrange(len(faults))
+            faults = faults[:i] + faults[i + 1 :]
+        aimed = self._triggered(rng, kind, self.fault_ticks, probe)
+        return replace(c, faults=(*faults, aimed))
 
     def _reseed(self, rng: random.Random, c: Candidate) -> Candidate:
         return replace(c, spec=replace(c.spec, seed=rng.randrange(2**16)))
@@ -295,12 +326,12 @@ class Corpus:
         self.entries.append((candidate, reached))
         return new
 
-    def pick(self, rng: random.Random) -> Candidate:
-        """A kept test, weighted by how rare the features it reached are."""
+    def pick(self, rng: random.Random) -> tuple[Candidate, frozenset[str]]:
+        """A kept test and what it reached, weighted by how rare the features it reached are."""
         weights = [
             sum(1 / self.seen[f] for f in sorted(reached)) + 0.01 for _, reached in self.entries
         ]
-        return rng.choices(self.entries, weights)[0][0]
+        return rng.choices(self.entries, weights)[0]
 
 
 Progress = Callable[[int, SimSpec, dict[str, Any], frozenset[str] | None, "Corpus"], None]
@@ -314,7 +345,7 @@ def next_candidate(space: Space, rng: random.Random, corpus: Corpus) -> Candidat
     farm (harness/farm.py) both draw here, so they walk the same space the same way."""
     if not corpus.entries or rng.random() < FRESH_SHARE:
         return space.fresh(rng)
-    return space.mutate(rng, corpus.pick(rng))
+    return space.mutate(rng, *corpus.pick(rng))
 
 
 def run_one(spec: SimSpec) -> dict[str, Any]:

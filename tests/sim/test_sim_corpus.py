@@ -72,13 +72,34 @@ def test_the_corpus_draws_power_losses_and_kills_of_a_bookie_an_add_is_sent_to()
 
 
 def test_the_corpus_aims_self_only_at_probes_a_bookie_reaches() -> None:
-    """`@self` is the node that reached the probe: a bookie for fencing and a raised term,
-    a client agent for the rest, which no triggered fault can hit (it would never fire)."""
+    """`@self` is the node that reached the probe: a bookie for fencing, a raised term and
+    a write-back's new copy, a client agent for the rest, which no triggered fault can hit
+    (it would never fire). A bookie's probe names no ensemble, so it never gets an `@k`."""
     rng = random.Random(1)
     triggered = [f for f in (SPACE.fault(rng) for _ in range(3000)) if f.trigger]
     at_self = {f.trigger for f in triggered if "@self" in f.targets}
-    assert at_self == set(SELF_TRIGGER_PROBES) == {"bookie-fenced", "unbounded-term-raised"}
+    assert at_self == set(SELF_TRIGGER_PROBES)
+    assert at_self == {"bookie-fenced", "unbounded-term-raised", "bookie-recovery-add-new-entry"}
     assert {f.trigger for f in triggered} == set(TRIGGER_PROBES)
+    relative = {t for f in triggered if f.trigger in at_self for t in f.targets if t[0] == "@"}
+    assert relative == {"@self"}
+
+
+def test_a_mutation_aims_faults_at_the_windows_its_parent_reached() -> None:
+    """A kept test that reached a recovery's start gets faults waiting for that probe far
+    more often than one that reached no trigger probe, and only of the kinds a probe can
+    trigger; what it reached besides trigger probes is never aimed at."""
+    parent = Candidate(SimSpec(), (Fault(2, 5, "kill", ("b2",)),))
+
+    def aimed_at(reached: frozenset[str]) -> list[Fault]:
+        rng = random.Random(2)
+        children = [SPACE.mutate(rng, parent, reached) for _ in range(600)]
+        return [f for c in children for f in c.faults if f.trigger == "recovery-started"]
+
+    aimed = aimed_at(frozenset({"probe:recovery-started", "probe:recovery-closed"}))
+    unaimed = aimed_at(frozenset({"probe:recovery-closed", "op:recover:ok"}))
+    assert len(aimed) > 5 * max(1, len(unaimed))
+    assert {f.kind for f in aimed} == {"kill", "pause", "power-loss", "partition"}
 
 
 def test_a_fault_renders_as_a_start_and_a_stop_step() -> None:

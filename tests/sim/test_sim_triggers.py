@@ -95,6 +95,45 @@ def test_a_power_loss_triggered_by_an_add_lands_on_a_bookie_of_its_write_set_fir
     assert fired_on[0] == fired_on[1]
 
 
+def test_a_power_loss_as_a_write_back_brings_a_bookie_a_new_copy_makes_recovery_replace_it(
+    tmp_path: Path,
+) -> None:
+    """The bookie that lacked a recovered entry loses power as the write-back's copy
+    reaches it, before that copy is durable: with WQ = AQ the write-back cannot finish
+    without a replacement, so the recovery closes the ledger with a fragment its
+    write-back added, and that fragment names the replacement, never the failed bookie.
+    The correct build stays valid (a recovery that closed with the ensembles it read would
+    name the failed bookie, which lacks the entry: `under-replicated`)."""
+    new_copies: list[tuple[str, int]] = []
+    closed_fragments: list[list[str]] = []
+
+    def heard(name: str, fields: dict[str, Any]) -> None:
+        if name == "bookie-recovery-add-new-entry":
+            new_copies.append((fields["ledger"], fields["entry"]))
+        elif name == "recovery-closed-new-fragment":
+            closed_fragments.append(fields["bookies"])
+
+    step = {**_step("bookie-recovery-add-new-entry", "power-loss", ["@self"]), "hold": 1.0}
+    spec = SimSpec(
+        seed=1,
+        workload="ledger",
+        time_limit=2.0,
+        bookies=4,
+        takeovers=0.5,
+        pipeline=2,
+        concurrency=8,
+        schedule=(step,),
+    )
+    with listening(heard):
+        result = run_sim(spec, tmp_path)
+    assert result.results["valid"] is True, result.results["anomaly_types"]
+    lost, done = _nemesis_ops(tmp_path)[:2]
+    assert (lost["f"], lost["value"]["on"]) == ("power-loss", "bookie-recovery-add-new-entry")
+    (failed,) = done["value"]["proof"]
+    assert new_copies and closed_fragments
+    assert all(failed not in (b.split(":")[0] for b in bookies) for bookies in closed_fragments)
+
+
 def test_a_step_is_armed_by_the_clock_while_the_nemesis_worker_is_busy() -> None:
     """The worker asked at 0 s and is then busy (a restart waiting for its bookie): the
     step armed at 0.2 s still hears a probe reached at 0.3 s and wakes the worker, rather
