@@ -90,11 +90,6 @@ class Defect:
     def name(self) -> str:
         return f"{self.module} {self.label}"
 
-    @property
-    def tag(self) -> str:
-        """The defect's short name, the label's first word (`--defect` selects by it)."""
-        return self.label.split(":", 1)[0]
-
     def source(self, root: Path) -> str:
         text = (root / self.module).read_text()
         if text.count(self.old) != 1:

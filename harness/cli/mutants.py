@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from harness.cli.search import parse_budget
 from harness.errors import UserError
-
-if TYPE_CHECKING:
-    from harness.bench.mutants import Defect
 
 
 @click.command("mutants")
@@ -56,12 +52,6 @@ if TYPE_CHECKING:
     help="Try the hand-written realistic defects (harness/bench/mutants.py DEFECTS) instead "
     "of a sample of generated mutants.",
 )
-@click.option(
-    "--defect",
-    "only",
-    multiple=True,
-    help="With --defects: try only this one (its short name, the label's first word; repeatable).",
-)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_mutants(
     count: int,
@@ -72,7 +62,6 @@ def bench_mutants(
     match: str | None,
     list_only: bool,
     defects: bool,
-    only: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Mutate the protocol modules one mutant at a time (in a copy of the source tree) and
@@ -80,13 +69,9 @@ def bench_mutants(
     from harness.bench import mutants as bench
 
     parse_budget(budget)  # a bad budget is refused before anything runs
-    if only and not defects:
-        raise click.BadParameter(
-            "names a realistic defect: give --defects too", param_hint="--defect"
-        )
     root = Path(bench.__file__).resolve().parents[2]
     every: list[bench.Mutant | bench.Defect] = list(
-        _chosen(bench.DEFECTS, only) if defects else bench.mutants(root)
+        bench.DEFECTS if defects else bench.mutants(root)
     )
     if match is not None:
         every = [m for m in every if match in m.name]
@@ -132,14 +117,3 @@ def bench_mutants(
     for result in results:
         if result.outcome != "caught":
             click.echo(f"survivor: {result.mutant.name}")
-
-
-def _chosen(defects: tuple[Defect, ...], only: tuple[str, ...]) -> tuple[Defect, ...]:
-    """The defects named by `--defect` (all of them when none is), in `DEFECTS` order."""
-    known = {d.tag for d in defects}
-    if unknown := sorted(set(only) - known):
-        raise click.BadParameter(
-            f"no such defect: {', '.join(unknown)}; known: {', '.join(sorted(known))}",
-            param_hint="--defect",
-        )
-    return tuple(d for d in defects if not only or d.tag in only)

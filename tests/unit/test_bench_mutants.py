@@ -90,19 +90,10 @@ def test_match_lists_only_the_mutants_it_names_and_refuses_a_name_none_has(
     assert exited.value.code == 254 and "--match" in capsys.readouterr().err
 
 
-def test_each_defect_has_its_own_short_name_and_the_bench_tries_only_those_named(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """`--defect` selects by the short name: one a typo would miss is refused (254)."""
-    tags = [d.tag for d in DEFECTS]
-    assert len(set(tags)) == len(tags) and all(t and " " not in t for t in tags)
-    picked = [tags[-1], tags[0]]
+def test_match_picks_realistic_defects_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--defects --match` tries only the defects whose name holds the text, in order."""
     with pytest.raises(SystemExit) as listed:
-        main(["bench", "mutants", "--defects", "--list", *(f"--defect={t}" for t in picked)])
-    assert listed.value.code in (0, None)
+        main(["bench", "mutants", "--defects", "--list", "--match", "fragment"])
+    assert listed.value.code == 0
     names = capsys.readouterr().out.splitlines()
-    assert names == [DEFECTS[0].name, DEFECTS[-1].name]  # in DEFECTS order
-    for args in (["--defects", "--defect", "no-such-defect"], ["--defect", tags[0]]):
-        with pytest.raises(SystemExit) as refused:
-            main(["bench", "mutants", "--list", *args])
-        assert refused.value.code == 254
+    assert names == [d.name for d in DEFECTS if "fragment" in d.name] and len(names) >= 2
