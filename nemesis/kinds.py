@@ -82,7 +82,7 @@ KINDS: dict[str, FaultKind] = {
         FaultKind("kill", "kill", "restart", "SIGKILL, then restart", roles=_ANY_ROLE,
                   search_rank=1, triggerable=True, restarts=True),
         FaultKind("pause", "pause", "resume", "SIGSTOP, then SIGCONT", roles=_ANY_ROLE,
-                  search_rank=2, triggerable=True),
+                  sim_roles=("bookie", "client"), search_rank=2, triggerable=True),
         FaultKind("wipe", "wipe", "restore", "delete the data dirs; the cookie must refuse",
                   search_rank=6, restarts=True),
         FaultKind("power-loss", "power-loss", "power-on",
@@ -160,6 +160,7 @@ RUNTIME_NEMESES = {
 ROLE_TARGET_KINDS = tuple(k.name for k in KINDS.values() if len(k.roles) > 1)
 """The faults that apply to ZooKeeper and client agents (the rest act on bookie disks)."""
 SIM_CLIENT_TARGET_KINDS = tuple(k.name for k in KINDS.values() if "client" in k.sim_roles)
-"""What the simulation does to a client agent (it shapes a simulated node's egress)."""
+"""What the simulation does to a client agent: shape its egress, or pause it (a writer
+frozen in a GC pause while another client takes its ledger over)."""
 TRIGGERED_KINDS = tuple(k.name for k in KINDS.values() if k.triggerable and "sim" in k.runtimes)
 """The fault kinds a step triggered by a protocol probe may start (in the simulation)."""

@@ -26,7 +26,7 @@ from typing import Any
 
 from bookie_image.probes import PROBES
 from core.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
-from nemesis.kinds import START_STOP, STEP_KIND, TRIGGERED_KINDS
+from nemesis.kinds import SIM_CLIENT_TARGET_KINDS, START_STOP, STEP_KIND, TRIGGERED_KINDS
 from nemesis.net import netem_params, packet_destinations
 
 
@@ -191,7 +191,8 @@ def check_steps(
 
     A step is `{"at": seconds after the run starts, "f": op, "value": {"nodes": [...]}}`;
     steps come in time order and name their targets, so a replay needs no randomness.
-    Packet steps may also shape `clients` (a client's link to a bookie, `value.to`).
+    Packet and pause steps may also hit `clients` (a client's link to a bookie, `value.to`;
+    a client agent frozen, as a writer in a long GC pause is).
     A step may instead wait for a probe (see above).
     """
     last = 0.0
@@ -211,7 +212,8 @@ def check_steps(
             continue
         if step["f"] not in STEP_KIND:
             raise ValueError(f"{where}: 'f' must be one of {sorted(STEP_KIND)}")
-        allowed = [*nodes, *clients] if STEP_KIND[step["f"]] == "packet" else list(nodes)
+        client_kind = STEP_KIND[step["f"]] in SIM_CLIENT_TARGET_KINDS
+        allowed = [*nodes, *clients] if client_kind else list(nodes)
         targets = step["value"].get("nodes") if isinstance(step["value"], dict) else None
         if not isinstance(targets, list) or not targets or not set(targets) <= set(allowed):
             raise ValueError(f"{where}: value.nodes must be a non-empty list of {allowed}")

@@ -356,9 +356,12 @@ async def _settled(
         perturbed.armed = True
     await controller().run()
     hush(True)
-    late = [call.task for call in cluster.late_calls()]
-    if late:
-        await asyncio.wait(late, timeout=HANG_S)
+    deadline = asyncio.get_running_loop().time() + HANG_S
+    # An op of an agent resumed at the heal may outlive its timeout only now: wait for it too.
+    while (late := [c.task for c in cluster.late_calls() if not c.task.done()]) and (
+        left := deadline - asyncio.get_running_loop().time()
+    ) > 0:
+        await asyncio.wait(late, timeout=left)
     return [
         {
             "agent": call.agent,

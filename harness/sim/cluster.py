@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bookie_image.agent.executor import Executor
+from bookie_image.agent.executor import READ_ONLY_OPS, Executor
 from bookie_image.bookie.config import BookieConfig
 from bookie_image.bookie.env import InlineOffload
 from bookie_image.bookie.events import EventLog
@@ -26,6 +26,7 @@ from bookie_image.bookie.service import BookieService
 from bookie_image.bugs import Bugs
 from bookie_image.client import BookKeeper
 from bookie_image.client.metadata import ZkMetadataStore
+from harness.agent_client import CONTROLLER_MARGIN_S
 from harness.sim.disk import SimDisk, SimFileLayer
 from harness.sim.loop import SimLoop
 from harness.sim.zk import ZK_NODE, SimZkClient, SimZooKeeper, zk_call
@@ -186,7 +187,11 @@ class SimAgent:
         await self.cluster.loop.spawn(self.name, self.bk.__aenter__())
 
     async def call(self, f: str, value: dict[str, Any], timeout: float) -> Any:
-        """Run one op on this agent's node, as the controller's AgentConnection would."""
+        """Run one op on this agent's node, as the controller's AgentConnection would: an
+        agent that does not answer within `timeout` plus the controller's margin (a paused
+        one: its own timeout waits with it) gets the completion AgentConnection gives it,
+        and its op goes on when it resumes (an op that then outlives the agent's timeout
+        is kept in `late`, like any other)."""
         invoked, asked = self.cluster.loop.time(), dict(value)
 
         def run_on(task: asyncio.Task[Any]) -> None:
@@ -194,9 +199,23 @@ class SimAgent:
             self.ran_on += 1
             task.add_done_callback(self.late.pop)
 
-        return await self.cluster.loop.spawn(
-            self.name, self.executor.run(f, value, timeout, run_on)
-        )
+        answer = self.cluster.loop.spawn(self.name, self.executor.run(f, value, timeout, run_on))
+        try:
+            await asyncio.wait({answer}, timeout=timeout + CONTROLLER_MARGIN_S)
+        except asyncio.CancelledError:  # the controller stops waiting: so does the agent
+            answer.cancel()
+            raise
+        if answer.done():
+            return answer.result()
+        answer.add_done_callback(_answered_to_nobody)
+        return ("fail" if f in READ_ONLY_OPS else "info"), None, "agent-lost: TimeoutError"
+
+
+def _answered_to_nobody(task: asyncio.Task[Any]) -> None:
+    """An answer the controller gave up waiting for is dropped, as a reply to a closed
+    connection is: its failure, if any, is not an unhandled error of the run."""
+    if not task.cancelled():
+        task.exception()
 
 
 class SimAgentConnection:

@@ -39,6 +39,7 @@ from harness.sim.search import (
 )
 from harness.sim.workers import Run, Runner, in_order, runner_for
 from harness.testspec import OP_SHARE_WORKLOADS, PIPELINED_WORKLOADS, SIM_CORRUPT_MODES
+from nemesis.kinds import SIM_CLIENT_TARGET_KINDS
 from nemesis.schedule import (
     SPLIT,
     START_STOP,
@@ -175,7 +176,8 @@ class Space:
         kind = rng.choice(self.kinds)
         if kind in TRIGGERED_KINDS and rng.random() < self.triggered_share:
             return self._triggered(rng, kind, ticks)
-        sources = (*self.bookies, *self.clients) if kind == "packet" else self.bookies
+        on_clients = kind in SIM_CLIENT_TARGET_KINDS  # a client's links, a client frozen
+        sources = (*self.bookies, *self.clients) if on_clients else self.bookies
         targets = tuple(sorted(rng.sample(sources, rng.choice((1, 1, 2)))))
         start = rng.randrange(ticks)
         extra: dict[str, Any] = {}

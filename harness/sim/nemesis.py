@@ -11,7 +11,8 @@ nemesis/schedule.py), so a schedule found in the simulation passes `bkchaos test
 | f | effect |
 |---|---|
 | `kill` / `restart` | SIGKILL the bookie (its disks keep every written byte) / start it again |
-| `pause` / `resume` | SIGSTOP the bookie (its callbacks and timers wait; see loop.py) / SIGCONT |
+| `pause` / `resume` | SIGSTOP the bookie or client agent (its callbacks and timers wait, and |
+| | so do the ops the controller sent it: see loop.py, cluster.py) / SIGCONT |
 | `power-loss` / `power-on` | kill, then drop every byte written since the last fsync / start |
 | `corrupt` / `corrupt-restart` | flip `value.count` bits (default 3) in the `value.targets` |
 | | files (`entrylog`, the default, or `journal`), or with `value.mode` `tail` kill the |
@@ -100,6 +101,15 @@ class SimNemesis:
             raise ValueError(f"value.nodes must name some of {among}, got {names}")
         return list(names)
 
+    def _pausable(self) -> list[str]:
+        """The processes `pause` may stop: the bookies and the client agents."""
+        return [*self.cluster.bookies, *self.cluster.agents]
+
+    def _running(self, node: str) -> bool:
+        """A bookie's process is up; a client agent's always is (nothing kills one)."""
+        bookie = self.cluster.bookies.get(node)
+        return bookie.running if bookie is not None else node not in self.cluster.loop.dead
+
     def _role(self, node: str) -> str:
         if node == ZK_NODE:
             return "zk"
@@ -140,15 +150,15 @@ class SimNemesis:
                 await self._start(bookie)
                 proof[bookie.name] = {"restored": restored, "registered": bookie.id}
         elif f == "pause":
-            for bookie in self._bookies(value):
-                if not bookie.running:
-                    raise FaultNotProven(f"{bookie.name} is not running: nothing to pause")
-                self.cluster.loop.pause_node(bookie.name)
-                proof[bookie.name] = {"state": "T"}
+            for node in self._nodes(value, self._pausable()):
+                if not self._running(node):
+                    raise FaultNotProven(f"{node} is not running: nothing to pause")
+                self.cluster.loop.pause_node(node)
+                proof[node] = {"state": "T"}
         elif f == "resume":
-            for bookie in self._bookies(value):
-                self.cluster.loop.resume_node(bookie.name)
-                proof[bookie.name] = {"state": "S" if bookie.running else "not running"}
+            for node in self._nodes(value, self._pausable()):
+                self.cluster.loop.resume_node(node)
+                proof[node] = {"state": "S" if self._running(node) else "not running"}
         elif f == "start-partition":
             nodes = self.cluster.nodes
             roles = {n: self._role(n) for n in nodes}
@@ -316,8 +326,8 @@ class SimNemesis:
         return {"cookie_check": "accepted a blank disk", "running": True}
 
     async def heal(self) -> list[dict[str, Any]]:
-        """Partitions healed, packets no longer shaped, clocks reset, paused bookies
-        resumed, pulled disks put back, every bookie that is down started again."""
+        """Partitions healed, packets no longer shaped, clocks reset, paused bookies and
+        client agents resumed, pulled disks put back, every bookie that is down started again."""
         proofs = []
         network = self.cluster.loop.network
         if network.grudge:
@@ -326,7 +336,7 @@ class SimNemesis:
             proofs.append((await self.invoke({"f": "stop-packet"}))["proof"])
         if self.cluster.skews:
             proofs.append((await self.invoke({"f": "clock-reset"}))["proof"])
-        paused = sorted(n for n in self.cluster.loop.paused if n in self.cluster.bookies)
+        paused = sorted(n for n in self.cluster.loop.paused if n in self._pausable())
         if paused:
             proofs.append((await self.invoke({"f": "resume", "value": {"nodes": paused}}))["proof"])
         if self._bookies_pulled():

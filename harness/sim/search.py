@@ -31,7 +31,7 @@ from hypothesis.errors import NoSuchExample
 
 from harness.runtime.sim import SimSpec, run_sim
 from harness.testspec import OP_SHARE_WORKLOADS, PIPELINED_WORKLOADS, SIM_CORRUPT_MODES
-from nemesis.kinds import SIM_NEMESES, START_STOP, TRIGGERED_KINDS
+from nemesis.kinds import SIM_CLIENT_TARGET_KINDS, SIM_NEMESES, START_STOP, TRIGGERED_KINDS
 from nemesis.schedule import SPLIT, TICKS_PER_S, TRIGGER, TRIGGER_PROBES, drawn_targets
 
 ANOMALY_PRIORITY = ("lost-append", "truncated-ledger", "divergence", "dirty-read")
@@ -78,10 +78,12 @@ def sim_schedules(
     """Schedules of up to `max_faults` faults within `time_limit` seconds; each fault hits
     one or two nodes at once (two bookies losing power together is what loses data), and a
     corruption flips bits or loses the last write (`SIM_CORRUPT_MODES`; flips shrink first).
-    A packet fault may also shape a client's egress (`clients`), and may shape only what
-    goes to some bookies, for longer than the default delay: one slow link between a
-    client and a bookie is what leaves a replica stale. Up to `max_triggered` more faults
-    wait for a protocol probe instead of the clock (`_triggered_faults`)."""
+    A packet fault may also shape a client's egress and a pause may freeze a client agent
+    (`clients`: a writer stalled while another client takes its ledger over); a packet
+    fault may shape only what goes to some bookies, for longer than the default delay: one
+    slow link between a client and a bookie is what leaves a replica stale. Up to
+    `max_triggered` more faults wait for a protocol probe instead of the clock
+    (`_triggered_faults`)."""
     ticks = round(time_limit * TICKS_PER_S)
 
     @st.composite
@@ -89,7 +91,7 @@ def sim_schedules(
         events = []
         for _ in range(draw(st.integers(1, max_faults))):
             kind = draw(st.sampled_from(kinds))
-            sources = (*nodes, *clients) if kind == "packet" else nodes
+            sources = (*nodes, *clients) if kind in SIM_CLIENT_TARGET_KINDS else nodes
             targets = draw(st.lists(st.sampled_from(sources), min_size=1, max_size=2, unique=True))
             start = draw(st.integers(0, ticks - 1))
             begin, finish = START_STOP[kind]
