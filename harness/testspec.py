@@ -268,10 +268,15 @@ class TestSpec:
     def client_names(self) -> list[str]:
         return [f"c{i}" for i in range(1, self.clients + 1)]
 
+    def faulted_clients(self) -> list[str]:
+        """The client agents a schedule may fault: none on the local runtime, whose
+        nemeses act on bookie processes only."""
+        return [] if self.runtime == "local" else self.client_names()
+
     def _schedule_kinds(self) -> tuple[str, ...]:
         """The nemesis kinds of a schedule that can replay on this cluster."""
         try:
-            check_steps(self.schedule, self.bookie_names(), self.client_names())
+            check_steps(self.schedule, self.bookie_names(), self.faulted_clients())
         except ValueError as exc:
             raise UserError(f"{exc}; fix the schedule file or draw a new one") from None
         return schedule_kinds(self.schedule)

@@ -159,23 +159,32 @@ part."""
 
 SELF_TRIGGER_PROBES = tuple(p for p in TRIGGER_PROBES if PROBES[p].side == "bookie")
 """The trigger probes a bookie reaches, the only ones ``@self`` can aim at: the others
-are reached by a client agent, which no triggered kind can hit where triggered steps
-replay (the simulation faults a client's links only, the local runtime none of it)."""
+are reached by a client agent, which no triggered kind kills (the local runtime faults no
+client, the simulation only pauses one or shapes its links)."""
 
 SPLIT = "@split"
 
+OTHER_CLIENTS = "@others"
+"""A target of a triggered pause on a probe a client reaches: every other client agent.
+On a recovery's probes those are the old writers, so the step freezes a writer as another
+client takes its ledger over — a writer in a long GC pause, the canonical fencing case."""
+OTHER_CLIENTS_KINDS = tuple(k for k in TRIGGERED_KINDS if k in SIM_CLIENT_TARGET_KINDS)
+"""The triggered kinds that may aim at `OTHER_CLIENTS` (those that can hit a client)."""
 
-def drawn_targets(probe: str, bookies: Sequence[str]) -> tuple[str, ...]:
-    """What a search may aim a step triggered by `probe` at: the bookies of the add's write
-    set for `ADD_TRIGGER_PROBE` (at least two with any WQ a search draws); for a probe a
-    bookie reaches, that bookie (``@self``) or one of `bookies` (such probes name no
-    ensemble, so an ``@k`` would never fire); else a bookie of the ensemble the probe
-    names (``@k``) or one of `bookies`."""
+
+def drawn_targets(probe: str, bookies: Sequence[str], kind: str = "") -> tuple[str, ...]:
+    """What a search may aim a step of `kind` triggered by `probe` at: the bookies of the
+    add's write set for `ADD_TRIGGER_PROBE` (at least two with any WQ a search draws); for
+    a probe a bookie reaches, that bookie (``@self``) or one of `bookies` (such probes name
+    no ensemble, so an ``@k`` would never fire); else a bookie of the ensemble the probe
+    names (``@k``) or one of `bookies`. A kind that can hit a client may also aim at the
+    other clients (`OTHER_CLIENTS`) on a probe a client reaches."""
+    others = (OTHER_CLIENTS,) if kind in OTHER_CLIENTS_KINDS else ()
     if probe == ADD_TRIGGER_PROBE:
-        return ("@0", "@1")
+        return ("@0", "@1", *others)
     if probe in SELF_TRIGGER_PROBES:
         return ("@self", *bookies)
-    return (*(t for t in TRIGGER_TARGETS if t != "@self"), *bookies)
+    return (*(t for t in TRIGGER_TARGETS if t != "@self"), *bookies, *others)
 
 
 def is_triggered(step: dict[str, Any]) -> bool:
@@ -199,7 +208,7 @@ def check_steps(
     for i, step in enumerate(steps):
         where = f"schedule step {i} ({json.dumps(step, default=str)})"
         if is_triggered(step):
-            _check_triggered(where, step, nodes)
+            _check_triggered(where, step, nodes, clients)
         elif not isinstance(step, dict) or set(step) != {"at", "f", "value"}:
             raise ValueError(f'{where}: a step is {{"at": seconds, "f": op, "value": {{...}}}}')
         at = step["at"]
@@ -225,7 +234,9 @@ def check_steps(
                 raise ValueError(f"{where}: {exc}") from None
 
 
-def _check_triggered(where: str, step: dict[str, Any], nodes: Sequence[str]) -> None:
+def _check_triggered(
+    where: str, step: dict[str, Any], nodes: Sequence[str], clients: Sequence[str]
+) -> None:
     if set(step) != {"at", TRIGGER, "f", "value", "hold"}:
         raise ValueError(
             f'{where}: a triggered step is {{"at": seconds, "{TRIGGER}": probe, "f": op, '
@@ -241,9 +252,15 @@ def _check_triggered(where: str, step: dict[str, Any], nodes: Sequence[str]) -> 
         raise ValueError(f"{where}: 'hold' must be a positive number of seconds")
     value = step["value"]
     targets = value.get("nodes") if isinstance(value, dict) else None
-    allowed = [*nodes, *TRIGGER_TARGETS]
+    others = [OTHER_CLIENTS] if clients and STEP_KIND[step["f"]] in OTHER_CLIENTS_KINDS else []
+    allowed = [*nodes, *TRIGGER_TARGETS, *others]
     if not isinstance(targets, list) or not targets or not set(targets) <= set(allowed):
         raise ValueError(f"{where}: value.nodes must be a non-empty list of {allowed}")
+    if OTHER_CLIENTS in targets and step[TRIGGER] in SELF_TRIGGER_PROBES:
+        raise ValueError(
+            f"{where}: '{OTHER_CLIENTS}' are the clients but the one that reached the probe, "
+            f"and a bookie reaches {step[TRIGGER]!r}: aim at @self or a bookie"
+        )
     if "@self" in targets and step[TRIGGER] not in SELF_TRIGGER_PROBES:
         raise ValueError(
             f"{where}: '@self' is the node that reached the probe, and a client agent reaches "
@@ -253,6 +270,13 @@ def _check_triggered(where: str, step: dict[str, Any], nodes: Sequence[str]) -> 
     grudge = value.get("grudge", "isolate")
     if step["f"] == "start-partition" and grudge not in ("isolate", SPLIT):
         raise ValueError(f"{where}: a triggered partition's grudge is 'isolate' or '{SPLIT}'")
+
+
+def hits_clients(steps: Sequence[dict[str, Any]], clients: Sequence[str]) -> bool:
+    """Whether a schedule faults one of the client agents `clients` (by name, or as
+    `OTHER_CLIENTS`)."""
+    named = {n for step in steps for n in step["value"].get("nodes") or ()}
+    return bool(named & {OTHER_CLIENTS, *clients})
 
 
 def schedule_kinds(steps: Sequence[dict[str, Any]]) -> tuple[str, ...]:

@@ -6,7 +6,9 @@ takeover fences. The product reports reaching those windows as probes
 (bookie_image/probes.py); a runtime that hears them calls `TriggeredFaults.on_probe`, and
 a step waiting for that probe fires: armed at its ``at``, it fires at the next reach of
 its probe, aimed at the bookies that probe names (``@k``: the k-th of the ensemble it
-reports; ``@self``: the bookie that reached it), and is stopped ``hold`` seconds later.
+reports; ``@self``: the bookie that reached it) or, for a pause, at the clients but the
+one that reached it (``@others``: the old writers when a recovery reached it), and is
+stopped ``hold`` seconds later.
 
 A step is armed by the run's clock when its ``at`` comes, also while the nemesis worker is
 busy with another fault. The fault still goes through that worker (one op at a time,
@@ -23,13 +25,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
 from nemesis.kinds import START_STOP, STEP_KIND
-from nemesis.schedule import SPLIT, TRIGGER, is_triggered
+from nemesis.schedule import OTHER_CLIENTS, SPLIT, TRIGGER, is_triggered
 
 __all__ = ["TriggerView", "TriggeredFaults", "resolve_targets", "triggered_steps"]
 
@@ -52,7 +54,8 @@ class TriggerView(Protocol):
         ...
 
     def hittable(self, node: str) -> bool:
-        """Whether a fault can start on `node` now: it runs and is not paused."""
+        """Whether a fault can start on `node` (a bookie or a client agent) now: it runs
+        and is not paused."""
         ...
 
     def startable(self, node: str) -> bool:
@@ -61,12 +64,24 @@ class TriggerView(Protocol):
 
 
 def resolve_targets(
-    targets: list[str], ensemble: list[str], reached_on: str, bookies: set[str]
+    targets: list[str],
+    ensemble: list[str],
+    reached_on: str,
+    bookies: set[str],
+    clients: Sequence[str] = (),
 ) -> list[str] | None:
     """`targets` named: ``@self`` is the node that reached the probe, ``@k`` the k-th of
-    the probe's `ensemble` (node names); None if one is no bookie or named twice."""
+    the probe's `ensemble` (node names), ``@others`` the `clients` but the one that
+    reached it; None if one is no bookie (nor such a client), none is left, or one is
+    named twice."""
     named: list[str] = []
     for target in targets:
+        if target == OTHER_CLIENTS:
+            others = [c for c in clients if c != reached_on]
+            if reached_on not in clients or not others or set(others) & set(named):
+                return None
+            named += others
+            continue
         if target == "@self":
             target = reached_on
         elif target.startswith("@"):
@@ -211,7 +226,9 @@ class TriggeredFaults(Generator):
         value = dict(step["value"])
         by_id = view.bookie_names()
         ensemble = [by_id.get(b, b) for b in reached.fields.get("bookies", ())]
-        targets = resolve_targets(value["nodes"], ensemble, reached.node, set(by_id.values()))
+        targets = resolve_targets(
+            value["nodes"], ensemble, reached.node, set(by_id.values()), view.clients()
+        )
         if targets is None:
             return None
         if any(t in self._busy or not view.hittable(t) for t in targets):

@@ -46,7 +46,7 @@ from harness.sim.triggers import SimTriggerView
 from harness.testspec import TestSpec
 from nemesis.base import Composed
 from nemesis.kinds import PLUGIN_KINDS, RUNTIME_NEMESES
-from nemesis.schedule import ScheduleReplay, schedule_kinds
+from nemesis.schedule import ScheduleReplay, hits_clients, schedule_kinds
 from nemesis.triggers import TriggeredFaults, triggered_steps
 from workloads import WORKLOADS
 
@@ -104,10 +104,14 @@ class SimSpec(TestSpec):
         """This test as `bkchaos test --runtime RUNTIME` replays it on real nodes: the same
         workload, rate, seed and schedule, for at least `REPLAY_MIN_S` (real faults take
         real time: a docker power loss about 3 s). A schedule with a fault RUNTIME
-        cannot inject replays on the first of `local` and `sim` that can."""
+        cannot inject replays on the first of `local` and `sim` that can (`local` faults
+        no client agent)."""
         kinds = set(schedule_kinds(self.schedule))
-        if not kinds <= set(RUNTIME_NEMESES[runtime]):
-            runtime = "local" if kinds <= set(RUNTIME_NEMESES["local"]) else "sim"
+        local = kinds <= set(RUNTIME_NEMESES["local"]) and not hits_clients(
+            self.schedule, self.client_names()
+        )
+        if not kinds <= set(RUNTIME_NEMESES[runtime]) or (runtime == "local" and not local):
+            runtime = "local" if local else "sim"
         return dataclasses.replace(
             self.as_test(), runtime=runtime, time_limit=max(REPLAY_MIN_S, self.time_limit)
         )

@@ -181,6 +181,8 @@ class SimAgent:
         )
         self.executor = Executor(self.bk)
         self.late: dict[asyncio.Task[Any], LateCall] = {}
+        self.waiting: dict[asyncio.Future[Any], tuple[float, Any]] = {}
+        """Replies the controller waits for -> (when it gives up, its answer then)."""
         self.ran_on = 0  # ops that outlived their timeout, ended since or not
 
     async def start(self) -> None:
@@ -188,34 +190,58 @@ class SimAgent:
 
     async def call(self, f: str, value: dict[str, Any], timeout: float) -> Any:
         """Run one op on this agent's node, as the controller's AgentConnection would: an
-        agent that does not answer within `timeout` plus the controller's margin (a paused
-        one: its own timeout waits with it) gets the completion AgentConnection gives it,
-        and its op goes on when it resumes (an op that then outlives the agent's timeout
-        is kept in `late`, like any other)."""
-        invoked, asked = self.cluster.loop.time(), dict(value)
+        agent paused (its own timeout waits with it) that does not answer within `timeout`
+        plus the controller's margin gets the completion AgentConnection gives it, and
+        its op goes on when it resumes (one that then outlives the agent's timeout is
+        kept in `late`, like any other)."""
+        loop = self.cluster.loop
+        invoked, asked = loop.time(), dict(value)
 
         def run_on(task: asyncio.Task[Any]) -> None:
             self.late[task] = LateCall(self.name, f, asked, invoked, task)
             self.ran_on += 1
             task.add_done_callback(self.late.pop)
 
-        answer = self.cluster.loop.spawn(self.name, self.executor.run(f, value, timeout, run_on))
+        reply: asyncio.Future[Any] = loop.create_future()
+
+        async def answer() -> None:
+            """The agent's side: its outcome handed straight to the waiting worker (an
+            awaited task would wake it one callback later than a plain `await`)."""
+            try:
+                outcome = await self.executor.run(f, value, timeout, run_on)
+            except BaseException:
+                reply.cancel()  # the agent died: so does what waits for it
+                raise
+            if not reply.done():
+                reply.set_result(outcome)
+
+        lost = ("fail" if f in READ_ONLY_OPS else "info"), None, "agent-lost: TimeoutError"
+        self.waiting[reply] = (invoked + timeout + CONTROLLER_MARGIN_S, lost)
+        if self.name in loop.paused:
+            self._give_up_at(reply)
+        loop.spawn(self.name, answer())
         try:
-            await asyncio.wait({answer}, timeout=timeout + CONTROLLER_MARGIN_S)
-        except asyncio.CancelledError:  # the controller stops waiting: so does the agent
-            answer.cancel()
-            raise
-        if answer.done():
-            return answer.result()
-        answer.add_done_callback(_answered_to_nobody)
-        return ("fail" if f in READ_ONLY_OPS else "info"), None, "agent-lost: TimeoutError"
+            return await reply
+        finally:
+            self.waiting.pop(reply)
 
+    def paused(self) -> None:
+        """SIGSTOP: the controller stops waiting for what it asked of this agent when
+        AgentConnection would (the agent's timeouts wait with the agent). Armed only now,
+        so an unpaused run's timers, and so its interleaving, stay as they were."""
+        for reply in self.waiting:
+            self._give_up_at(reply)
 
-def _answered_to_nobody(task: asyncio.Task[Any]) -> None:
-    """An answer the controller gave up waiting for is dropped, as a reply to a closed
-    connection is: its failure, if any, is not an unhandled error of the run."""
-    if not task.cancelled():
-        task.exception()
+    def _give_up_at(self, reply: asyncio.Future[Any]) -> None:
+        """At `reply`'s deadline, the controller's answer for it (a timer of the
+        controller's, which runs while the agent is paused; called in its context)."""
+        deadline, lost = self.waiting[reply]
+
+        def give_up() -> None:
+            if not reply.done():
+                reply.set_result(lost)
+
+        self.cluster.loop.call_at(deadline, give_up)
 
 
 class SimAgentConnection:
@@ -262,6 +288,12 @@ class SimCluster:
     def _reaches_zookeeper(self, node: str) -> bool:
         """Whether `node` can heartbeat: not paused, and no partition between it and ZK."""
         return node not in self.loop.paused and not self.loop.network.blocked(node, ZK_NODE)
+
+    def runs(self, node: str) -> bool:
+        """Whether `node`'s process is up: a bookie's may be down; a client agent's is up
+        until the run stops (no fault kills one)."""
+        bookie = self.bookies.get(node)
+        return bookie.running if bookie is not None else node not in self.loop.dead
 
     @property
     def nodes(self) -> list[str]:

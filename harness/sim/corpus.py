@@ -195,7 +195,7 @@ class Space:
         self, rng: random.Random, kind: str, ticks: int, probe: str | None = None
     ) -> Fault:
         probe = probe or rng.choice(TRIGGER_PROBES)
-        target = rng.choice(drawn_targets(probe, self.bookies))
+        target = rng.choice(drawn_targets(probe, self.bookies, kind))
         extra = {"grudge": rng.choice(("isolate", SPLIT))} if kind == "partition" else {}
         start = rng.randrange(ticks)
         end = start + rng.randint(1, ticks)

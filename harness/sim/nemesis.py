@@ -105,11 +105,6 @@ class SimNemesis:
         """The processes `pause` may stop: the bookies and the client agents."""
         return [*self.cluster.bookies, *self.cluster.agents]
 
-    def _running(self, node: str) -> bool:
-        """A bookie's process is up; a client agent's always is (nothing kills one)."""
-        bookie = self.cluster.bookies.get(node)
-        return bookie.running if bookie is not None else node not in self.cluster.loop.dead
-
     def _role(self, node: str) -> str:
         if node == ZK_NODE:
             return "zk"
@@ -151,14 +146,16 @@ class SimNemesis:
                 proof[bookie.name] = {"restored": restored, "registered": bookie.id}
         elif f == "pause":
             for node in self._nodes(value, self._pausable()):
-                if not self._running(node):
+                if not self.cluster.runs(node):
                     raise FaultNotProven(f"{node} is not running: nothing to pause")
                 self.cluster.loop.pause_node(node)
+                if node in self.cluster.agents:
+                    self.cluster.agents[node].paused()
                 proof[node] = {"state": "T"}
         elif f == "resume":
             for node in self._nodes(value, self._pausable()):
                 self.cluster.loop.resume_node(node)
-                proof[node] = {"state": "S" if self._running(node) else "not running"}
+                proof[node] = {"state": "S" if self.cluster.runs(node) else "not running"}
         elif f == "start-partition":
             nodes = self.cluster.nodes
             roles = {n: self._role(n) for n in nodes}

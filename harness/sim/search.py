@@ -127,7 +127,8 @@ def _triggered_faults(
     for _ in range(draw(st.integers(0, most))):
         kind = draw(st.sampled_from(kinds))
         probe = draw(st.sampled_from(TRIGGER_PROBES))
-        value: dict[str, Any] = {"nodes": [draw(st.sampled_from(drawn_targets(probe, nodes)))]}
+        targets = drawn_targets(probe, nodes, kind)
+        value: dict[str, Any] = {"nodes": [draw(st.sampled_from(targets))]}
         if kind == "partition":
             value["grudge"] = draw(st.sampled_from(("isolate", SPLIT)))
         steps.append(

@@ -32,8 +32,7 @@ class SimTriggerView:
         return list(self.cluster.agents)
 
     def hittable(self, node: str) -> bool:
-        bookie = self.cluster.bookies[node]
-        return bookie.running and node not in self.cluster.loop.paused
+        return self.cluster.runs(node) and node not in self.cluster.loop.paused
 
     def startable(self, node: str) -> bool:
         """A bookie whose disks a clock fault pulled meanwhile waits for their restore."""

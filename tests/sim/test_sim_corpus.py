@@ -53,7 +53,7 @@ def test_drawn_and_mutated_tests_are_tests_their_workload_accepts() -> None:
         spec.as_test()
         assert spec.time_limit <= 1.5 and 1 <= len(test.faults) <= 3
         targets = {n for step in spec.schedule for n in step["value"]["nodes"]}
-        assert targets <= {"b1", "b2", "b3", "c1", "c2", "@0", "@1", "@2", "@self"}
+        assert targets <= {"b1", "b2", "b3", "c1", "c2", "@0", "@1", "@2", "@self", "@others"}
     assert {t.spec.workload for t in tests} == set(WORKLOADS)
     assert {t.spec.bookies for t in tests} == {3, 4, 5}
     assert {t.spec.latency for t in tests} == set(DRAWN_CHOICES["latency"])
@@ -64,11 +64,13 @@ def test_drawn_and_mutated_tests_are_tests_their_workload_accepts() -> None:
 
 def test_the_corpus_draws_power_losses_and_kills_of_a_bookie_an_add_is_sent_to() -> None:
     """The write-path window: a bookie of the add's write set (never `@self`, the client)
-    loses power or is killed while the add is on its way, the others storing it."""
+    loses power or is killed while the add is on its way, the others storing it; or the
+    other clients are paused (`@others`: only a pause can hit a client)."""
     rng = random.Random(0)
     on_add = [f for f in (SPACE.fault(rng) for _ in range(2000)) if f.trigger == "client-add-sent"]
     assert {f.kind for f in on_add} >= {"kill", "power-loss"}
-    assert {t for f in on_add for t in f.targets} == {"@0", "@1"}
+    assert {t for f in on_add for t in f.targets} == {"@0", "@1", "@others"}
+    assert {f.kind for f in on_add if "@others" in f.targets} == {"pause"}
 
 
 def test_the_corpus_aims_self_only_at_probes_a_bookie_reaches() -> None:
