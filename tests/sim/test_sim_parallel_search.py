@@ -33,9 +33,10 @@ def test_a_two_job_search_finds_shrinks_and_replays_a_seeded_bug(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The bug the sequential search finds (tests/sim/test_sim_corpus.py), bounded by a
-    number of tests: seed 3 with two jobs finds it within 80."""
+    number of tests: seed 0 with two jobs finds it within 80 (seed 3 did before
+    the search drew client pauses)."""
     args = ["search", "--bug", "no-journal-fsync", "--budget", "1h", "--max-examples", "80"]
-    args += ["--jobs", "2", "--seed", "3", "--max-time", "1.5", "--store", str(tmp_path)]
+    args += ["--jobs", "2", "--seed", "0", "--max-time", "1.5", "--store", str(tmp_path)]
     with pytest.raises(SystemExit) as exited:
         main([*args, "--json"])
     assert exited.value.code == 1
