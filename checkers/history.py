@@ -364,7 +364,7 @@ class Indexer:
         for r in h.reads:
             if r.entries:
                 retired.payloads.update(map(_PAYLOAD, r.entries))
-        self._count_acked()
+        self._count_segment()
         h.drop_segment()
 
     def finish(self) -> History:
@@ -376,13 +376,15 @@ class Indexer:
         for inv in sorted(self.outstanding.values(), key=lambda o: o.index):
             self._add(inv, None, "info", line + inv.index, line)
         self.outstanding.clear()
-        self._count_acked()
+        self._count_segment()
         return h
 
-    def _count_acked(self) -> None:
-        """Add the segment's ok appends per ledger to the whole history's counts (once
-        per segment, not once per ack; a ledger is in one segment only)."""
+    def _count_segment(self) -> None:
+        """Add the segment's client calls, and its ok appends per ledger, to the whole
+        history's counts (once per segment, not once per call; a ledger is in one segment
+        only)."""
         h = self.h
+        h.client_calls += len(h.calls)
         for ledger, acked in h.acked.items():
             h.acked_counts[ledger] = h.acked_counts.get(ledger, 0) + len(acked)
 
@@ -390,21 +392,12 @@ class Indexer:
         """Index one call; a missing or mistyped value field is a HistoryError."""
         h = self.h
         f, time, value = inv.f, inv.time, inv.value
-        call = (
-            Append(inv, done, kind, key)
-            if f == "append" and inv.process != NEMESIS
-            else Call(inv, done, kind, key)
-        )
         first_time = h.first_time
         if first_time is None or time < first_time:
             h.first_time = time
         if inv.process == NEMESIS:
-            h.nemesis.append(call)
+            h.nemesis.append(Call(inv, done, kind, key))
             return
-        h.calls.append(call)
-        h.client_calls += 1
-        if value is not None and value.after_heal is not None:
-            h.progress.append(call)
         counts = h.counts
         counted = (f, kind)
         counts[counted] = counts.get(counted, 0) + 1
@@ -417,11 +410,12 @@ class Indexer:
                 times[0].append(time)
                 times[1].append(done.time)
             if f == "append":  # most ops: inlined, type checks too
-                payload, asked = value.payload, value.ledger
+                payload, ledger = value.payload, value.ledger
                 if type(payload) is not str:
                     raise TypeError(f"payload {payload!r} is not a string")
-                if asked is not None and type(asked) is not str:
-                    _check_ledger(asked)
+                if ledger is not None and type(ledger) is not str:
+                    _check_ledger(ledger)
+                entry = None
                 if kind == "ok":
                     got = done.value
                     ledger, entry = got.ledger, got.entry
@@ -431,8 +425,11 @@ class Indexer:
                         and (type(ledger) is str or _int64(ledger))
                     ):
                         raise TypeError(f"ledger {ledger!r} or entry {entry!r} is mistyped")
-                    a = call
-                    a.payload, a.ledger, a.entry = payload, ledger, entry
+                call = a = Append(inv, done, kind, key, payload, ledger, entry)
+                h.calls.append(a)
+                if value.after_heal is not None:
+                    h.progress.append(a)
+                if kind == "ok":
                     acked = h.acked.get(ledger)
                     if acked is None:
                         if retired is not None:
@@ -443,12 +440,9 @@ class Indexer:
                         _stream(h, ledger, got, retired)
                     else:
                         acked.append(a)
-                else:
-                    a = call
-                    a.payload, a.ledger = payload, asked
-                    if asked is not None:
-                        h.ledgers[asked] = None
-                        h.touched[asked] = None
+                elif ledger is not None:
+                    h.ledgers[ledger] = None
+                    h.touched[ledger] = None
                 if h.appends.setdefault(payload, a) is a:  # the payload's first append
                     a.first = True
                     if retired is not None:
@@ -456,8 +450,13 @@ class Indexer:
                     if kind == "fail":
                         h.failed.add(payload)
                 if kind != "fail":
-                    h.nodes.append(call)
-            elif f in ("read", "read-lac"):
+                    h.nodes.append(a)
+                return
+            call = Call(inv, done, kind, key)
+            h.calls.append(call)
+            if value is not None and value.after_heal is not None:
+                h.progress.append(call)
+            if f in ("read", "read-lac"):
                 _read(h, call, kind, retired)
             elif f == "audit" and kind == "ok":
                 _audit(h, call)
@@ -481,7 +480,7 @@ class Indexer:
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             why = repr(exc) if len(repr(exc)) <= _SHOWN else repr(exc)[:_SHOWN] + "…"
             raise HistoryError(
-                f"line {line}: op {call.ops[-1]} ({f}) has a malformed value: {why}"
+                f"line {line}: op {(done or inv).index} ({f}) has a malformed value: {why}"
             ) from exc
 
 
