@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -303,11 +303,11 @@ class Retired:
 
 
 class Indexer:
-    """Pairs invocations with completions (spec §1) one op at a time and indexes appends,
-    reads and ledgers into `h`; `index_history` runs it over a whole history. A streaming
-    check cuts where it is `idle` (no client call outstanding): `cut` drops the segment's
-    fields and remembers what they referred to, so that a later op that refers to any of
-    it raises `Entangled`."""
+    """Pairs invocations with completions (spec §1) and indexes appends, reads and
+    ledgers into `h`; `index_history` feeds it a whole history. A streaming check cuts
+    where no client call is outstanding: `cut` drops the segment's fields and remembers
+    what they referred to, so that a later op that refers to any of it raises
+    `Entangled`."""
 
     def __init__(self) -> None:
         self.h = History()
@@ -318,40 +318,67 @@ class Indexer:
         self.last: Op | None = None
         self.retired: Retired | None = None
 
-    @property
-    def idle(self) -> bool:
-        return self.busy == 0
+    def feed(
+        self,
+        ops: Iterable[Op],
+        segment_lines: int | None = None,
+        fold: Callable[[History], None] | None = None,
+    ) -> None:
+        """Pair and index `ops`, the pairing state in locals (it runs once per line).
 
-    def add(self, op: Op) -> None:
-        self.line = line = self.line + 1
-        index = op.index
-        if index <= self.last_index:
-            raise HistoryError(f"line {line}: index {index} does not increase")
-        self.last_index = index
-        self.last = op
-        process = op.process
-        if type(process) is str and process != NEMESIS:
-            raise HistoryError(f"line {line}: process {process!r} is neither an int nor nemesis")
-        kind = op.type
-        outstanding = self.outstanding
-        if kind == "invoke":
-            if process in outstanding:
-                raise HistoryError(
-                    f"line {line}: process {process} invokes while op "
-                    f"{outstanding[process].index} is still outstanding"
-                )
-            outstanding[process] = op
-            if process != NEMESIS:
-                self.busy += 1
-            return
-        inv = outstanding.pop(process, None)
-        if inv is None:
-            raise HistoryError(f"line {line}: {kind} of process {process} without an invoke")
-        if inv.f != op.f:
-            raise HistoryError(f"line {line}: completes {op.f!r} but op {inv.index} is {inv.f!r}")
-        if process != NEMESIS:
-            self.busy -= 1
-        self._add(inv, op, kind, index, line)
+        With `segment_lines`, once a segment holds that many lines it is cut at the first
+        line where no client call is outstanding and every ledger its client ops named
+        has an ok closed read: `fold` checks the segment, then `cut` drops it."""
+        h, outstanding, add = self.h, self.outstanding, self._add
+        line, last_index, busy, op = self.line, self.last_index, self.busy, self.last
+        start = line
+        try:
+            for op in ops:
+                line += 1
+                index = op.index
+                if index <= last_index:
+                    raise HistoryError(f"line {line}: index {index} does not increase")
+                last_index = index
+                process = op.process
+                if type(process) is str and process != NEMESIS:
+                    raise HistoryError(
+                        f"line {line}: process {process!r} is neither an int nor nemesis"
+                    )
+                kind = op.type
+                if kind == "invoke":
+                    if process in outstanding:
+                        raise HistoryError(
+                            f"line {line}: process {process} invokes while op "
+                            f"{outstanding[process].index} is still outstanding"
+                        )
+                    outstanding[process] = op
+                    if process != NEMESIS:
+                        busy += 1
+                else:
+                    inv = outstanding.pop(process, None)
+                    if inv is None:
+                        raise HistoryError(
+                            f"line {line}: {kind} of process {process} without an invoke"
+                        )
+                    if inv.f != op.f:
+                        raise HistoryError(
+                            f"line {line}: completes {op.f!r} but op {inv.index} is {inv.f!r}"
+                        )
+                    if process != NEMESIS:
+                        busy -= 1
+                    add(inv, op, kind, index, line)
+                if (
+                    busy == 0
+                    and segment_lines is not None
+                    and line - start >= segment_lines
+                    and len(h.closed) == len(h.touched)  # closed ⊆ touched: every one closed
+                ):
+                    if fold is not None:
+                        fold(h)
+                    self.cut()
+                    start = line
+        finally:
+            self.line, self.last_index, self.busy, self.last = line, last_index, busy, op
 
     def cut(self) -> None:
         """Drop the segment's fields; remember the ledgers, streams and payloads it
@@ -487,9 +514,7 @@ class Indexer:
 def index_history(ops: Iterable[Op]) -> History:
     """Pair invocations with completions (spec §1) and index appends, reads and ledgers."""
     indexer = Indexer()
-    add = indexer.add
-    for op in ops:
-        add(op)
+    indexer.feed(ops)
     return indexer.finish()
 
 
