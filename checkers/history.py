@@ -183,15 +183,16 @@ def read_ops(path: str | Path) -> Iterator[Op]:
         line = 1
         rest = b""
         while chunk := fh.read(_CHUNK):
-            buf = rest + chunk
+            buf = rest + chunk if rest else chunk
             cut = buf.rfind(b"\n") + 1
-            body, rest = buf[:cut], buf[cut:]
-            if body:
-                yield from _decode(body, line)
-                line += body.count(b"\n")
+            rest = buf[cut:]
+            if cut:  # its whole lines, decoded in place (a view, not a copy)
+                ops = _decode(memoryview(buf)[:cut], line)
+                yield from ops
+                line += len(ops)
         if rest:
             try:
-                yield from _decode(rest, line)
+                yield from _decode(memoryview(rest), line)
             except HistoryError as exc:
                 if isinstance(exc.__cause__, msgspec.ValidationError):
                     raise
@@ -201,14 +202,16 @@ def read_ops(path: str | Path) -> Iterator[Op]:
                 )
 
 
-def _decode(body: bytes, first_line: int) -> list[Op]:
-    """Decode whole lines at C speed; on error, find the culprit line for the message."""
+def _decode(view: memoryview, first_line: int) -> list[Op]:
+    """Decode whole lines at C speed, one op a line; on error, find the culprit line for
+    the message."""
     try:
-        ops = _DECODER.decode_lines(body)
-        if len(ops) == body.count(b"\n") + (not body.endswith(b"\n")):
+        ops = _DECODER.decode_lines(view)
+        if len(ops) == view.obj.count(b"\n", 0, len(view)) + (view[-1:] != b"\n"):
             return ops
     except (msgspec.DecodeError, UnicodeDecodeError):
         pass
+    body = bytes(view)
     for number, text in enumerate(body.split(b"\n")[: body.count(b"\n") or 1], first_line):
         try:
             _DECODER.decode(text)
