@@ -266,26 +266,32 @@ class Digests:
         return False
 
     def update(self, payloads: Iterable[str]) -> None:
-        for payload in payloads:
-            if 2 * (self.count + 1) > len(self.slots):
-                self._grow()
-            self._insert(self.slots, hash(payload) or 1)
+        self._add(map(hash, payloads))
 
-    def _insert(self, slots: array[int], digest: int) -> None:
+    def _add(self, hashes: Iterable[int]) -> None:
+        """Insert digests, the table in locals (a soak inserts millions, one at a time)."""
+        slots, count = self.slots, self.count
         mask = len(slots) - 1
-        i = digest & mask
-        while (there := slots[i]) != 0:
-            if there == digest:
-                return
-            i = (i + 1) & mask
-        slots[i] = digest
-        self.count += 1
+        for digest in hashes:
+            if 2 * (count + 1) > mask + 1:
+                self.count = count
+                self._grow()
+                slots, count = self.slots, self.count
+                mask = len(slots) - 1
+            digest = digest or 1  # 0 marks a free slot
+            i = digest & mask
+            while (there := slots[i]) != 0:
+                if there == digest:
+                    break
+                i = (i + 1) & mask
+            else:
+                slots[i] = digest
+                count += 1
+        self.count = count
 
     def _grow(self) -> None:
         old, self.slots, self.count = self.slots, array("q", bytes(16 * len(self.slots))), 0
-        for digest in old:
-            if digest:
-                self._insert(self.slots, digest)
+        self._add(filter(None, old))
 
 
 @dataclass(slots=True)
