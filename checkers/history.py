@@ -12,6 +12,7 @@ import warnings
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from operator import itemgetter
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -396,10 +397,13 @@ class Indexer:
         retired = self.retired = self.retired or Retired()
         retired.ledgers.update(h.touched)
         retired.streams.update(stream for stream, _ in h.streams.values())
-        retired.payloads.update(h.appends)
-        for r in h.reads:
+        appended = h.appends
+        retired.payloads.update(appended)
+        for r in h.reads:  # most of what a read returned was appended in the segment
             if r.entries:
-                retired.payloads.update(map(_PAYLOAD, r.entries))
+                retired.payloads.update(
+                    filterfalse(appended.__contains__, map(_PAYLOAD, r.entries))
+                )
         self._count_segment()
         h.drop_segment()
 
@@ -558,7 +562,9 @@ def _read(h: History, call: Call, kind: str, retired: Retired | None) -> None:
     for e, p in entries:
         if not _int64(e) or type(p) is not str:
             raise TypeError(f"entry {[e, p]!r} is not [64-bit int, str]")
-    if retired is not None and any(map(retired.payloads.__contains__, map(_PAYLOAD, entries))):
+    # a payload appended in the segment was checked then (the others, at C speed)
+    unseen = filterfalse(h.appends.__contains__, map(_PAYLOAD, entries))
+    if retired is not None and any(map(retired.payloads.__contains__, unseen)):
         raise Entangled(f"a payload of an earlier segment, read by op {call.inv.index}")
     r = Read(ledger, mode, lac, entries, call, first, done.end is True)
     h.reads.append(r)
