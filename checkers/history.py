@@ -204,8 +204,8 @@ def read_ops(path: str | Path) -> Iterator[Op]:
 
 
 def _decode(view: memoryview, first_line: int) -> list[Op]:
-    """Decode whole lines at C speed, one op a line; on error, find the culprit line for
-    the message."""
+    """Decode whole lines at C speed, one op a line (`view` starts at its buffer's start);
+    on error, find the culprit line for the message."""
     try:
         ops = _DECODER.decode_lines(view)
         if len(ops) == view.obj.count(b"\n", 0, len(view)) + (view[-1:] != b"\n"):
@@ -270,7 +270,8 @@ class Digests:
         self._add(map(hash, payloads))
 
     def _add(self, hashes: Iterable[int]) -> None:
-        """Insert digests, the table in locals (a soak inserts millions, one at a time)."""
+        """Insert payloads' hashes (0 stored as 1), the table in locals: a soak inserts
+        millions."""
         slots, count = self.slots, self.count
         mask = len(slots) - 1
         for digest in hashes:
