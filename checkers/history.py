@@ -466,7 +466,7 @@ class Indexer:
                         and (type(ledger) is str or _int64(ledger))
                     ):
                         raise TypeError(f"ledger {ledger!r} or entry {entry!r} is mistyped")
-                call = a = Append(inv, done, kind, key, payload, ledger, entry)
+                a = Append(inv, done, kind, key, payload, ledger, entry)
                 h.calls.append(a)
                 if value.after_heal is not None:
                     h.progress.append(a)
