@@ -362,6 +362,27 @@ def _cycle_case(
     )
 
 
+def _explain_cycles(
+    cyclic: list[tuple[list[Call], list[Edge]]], auth: dict[Any, Content]
+) -> dict[str, list[Case]]:
+    """The cases of the spans that close a cycle, by name: their calls and edges go into
+    one networkx graph (imported here: most histories have no cycle to explain), each
+    strongly connected component explained by one short cycle."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for calls, span_links in cyclic:
+        _add_window(g, calls, span_links)
+    by_index = {c.inv.index: c for calls, _ in cyclic for c in calls}
+    found: dict[str, list[Case]] = {}
+    for component in nx.strongly_connected_components(g):
+        if len(component) > 1:
+            cycle = shortest_cycle(g, by_index, component)
+            name, c = _cycle_case(g, by_index, cycle, auth)
+            found.setdefault(name, []).append(c)
+    return found
+
+
 def graph_anomalies(h: History) -> tuple[dict[str, list[Case]], dict[str, int]]:
     """Dependency cycles by name (sorted), and the sizes of what was looked at.
 
@@ -395,20 +416,12 @@ def graph_anomalies(h: History) -> tuple[dict[str, list[Case]], dict[str, int]]:
         n = window_of.get(edge[0].key)
         if n is not None and window_of.get(edge[1].key) == n:
             inside[n].append(edge)
-    import networkx as nx
-
-    g = nx.DiGraph()
+    cyclic: list[tuple[list[Call], list[Edge]]] = []
     for calls, window_edges in zip(members, inside, strict=True):
         span_links = list(_window_links(calls, window_edges))
         if _cyclic(calls, span_links):
-            _add_window(g, calls, span_links)
-    calls = {c.inv.index: c for window in members for c in window}
-    found: dict[str, list[Case]] = {}
-    for component in nx.strongly_connected_components(g):
-        if len(component) > 1:
-            cycle = shortest_cycle(g, calls, component)
-            name, c = _cycle_case(g, calls, cycle, auth)
-            found.setdefault(name, []).append(c)
+            cyclic.append((calls, span_links))
+    found = _explain_cycles(cyclic, auth) if cyclic else {}
     ww_edges = sum(len(ks) - 1 for ks in keys.values())
     sizes = {"nodes": len(eligible), "data_edges": ww_edges + len(links), "windows": len(spans)}
     sizes["window_nodes"] = sum(map(len, members))

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import warnings
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from operator import itemgetter
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -183,15 +184,16 @@ def read_ops(path: str | Path) -> Iterator[Op]:
         line = 1
         rest = b""
         while chunk := fh.read(_CHUNK):
-            buf = rest + chunk
+            buf = rest + chunk if rest else chunk
             cut = buf.rfind(b"\n") + 1
-            body, rest = buf[:cut], buf[cut:]
-            if body:
-                yield from _decode(body, line)
-                line += body.count(b"\n")
+            rest = buf[cut:]
+            if cut:  # its whole lines, decoded in place (a view, not a copy)
+                ops = _decode(memoryview(buf)[:cut], line)
+                yield from ops
+                line += len(ops)
         if rest:
             try:
-                yield from _decode(rest, line)
+                yield from _decode(memoryview(rest), line)
             except HistoryError as exc:
                 if isinstance(exc.__cause__, msgspec.ValidationError):
                     raise
@@ -201,14 +203,16 @@ def read_ops(path: str | Path) -> Iterator[Op]:
                 )
 
 
-def _decode(body: bytes, first_line: int) -> list[Op]:
-    """Decode whole lines at C speed; on error, find the culprit line for the message."""
+def _decode(view: memoryview, first_line: int) -> list[Op]:
+    """Decode whole lines at C speed, one op a line (`view` starts at its buffer's start);
+    on error, find the culprit line for the message."""
     try:
-        ops = _DECODER.decode_lines(body)
-        if len(ops) == body.count(b"\n") + (not body.endswith(b"\n")):
+        ops = _DECODER.decode_lines(view)
+        if len(ops) == view.obj.count(b"\n", 0, len(view)) + (view[-1:] != b"\n"):
             return ops
     except (msgspec.DecodeError, UnicodeDecodeError):
         pass
+    body = bytes(view)
     for number, text in enumerate(body.split(b"\n")[: body.count(b"\n") or 1], first_line):
         try:
             _DECODER.decode(text)
@@ -263,26 +267,33 @@ class Digests:
         return False
 
     def update(self, payloads: Iterable[str]) -> None:
-        for payload in payloads:
-            if 2 * (self.count + 1) > len(self.slots):
-                self._grow()
-            self._insert(self.slots, hash(payload) or 1)
+        self._add(map(hash, payloads))
 
-    def _insert(self, slots: array[int], digest: int) -> None:
+    def _add(self, hashes: Iterable[int]) -> None:
+        """Insert payloads' hashes (0 stored as 1), the table in locals: a soak inserts
+        millions."""
+        slots, count = self.slots, self.count
         mask = len(slots) - 1
-        i = digest & mask
-        while (there := slots[i]) != 0:
-            if there == digest:
-                return
-            i = (i + 1) & mask
-        slots[i] = digest
-        self.count += 1
+        for digest in hashes:
+            if 2 * (count + 1) > mask + 1:
+                self.count = count
+                self._grow()
+                slots, count = self.slots, self.count
+                mask = len(slots) - 1
+            digest = digest or 1  # 0 marks a free slot
+            i = digest & mask
+            while (there := slots[i]) != 0:
+                if there == digest:
+                    break
+                i = (i + 1) & mask
+            else:
+                slots[i] = digest
+                count += 1
+        self.count = count
 
     def _grow(self) -> None:
         old, self.slots, self.count = self.slots, array("q", bytes(16 * len(self.slots))), 0
-        for digest in old:
-            if digest:
-                self._insert(self.slots, digest)
+        self._add(filter(None, old))
 
 
 @dataclass(slots=True)
@@ -303,11 +314,11 @@ class Retired:
 
 
 class Indexer:
-    """Pairs invocations with completions (spec §1) one op at a time and indexes appends,
-    reads and ledgers into `h`; `index_history` runs it over a whole history. A streaming
-    check cuts where it is `idle` (no client call outstanding): `cut` drops the segment's
-    fields and remembers what they referred to, so that a later op that refers to any of
-    it raises `Entangled`."""
+    """Pairs invocations with completions (spec §1) and indexes appends, reads and
+    ledgers into `h`; `index_history` feeds it a whole history. A streaming check cuts
+    where no client call is outstanding: `cut` drops the segment's fields and remembers
+    what they referred to, so that a later op that refers to any of it raises
+    `Entangled`."""
 
     def __init__(self) -> None:
         self.h = History()
@@ -318,40 +329,67 @@ class Indexer:
         self.last: Op | None = None
         self.retired: Retired | None = None
 
-    @property
-    def idle(self) -> bool:
-        return self.busy == 0
+    def feed(
+        self,
+        ops: Iterable[Op],
+        segment_lines: int | None = None,
+        fold: Callable[[History], None] | None = None,
+    ) -> None:
+        """Pair and index `ops`, the pairing state in locals (it runs once per line).
 
-    def add(self, op: Op) -> None:
-        self.line = line = self.line + 1
-        index = op.index
-        if index <= self.last_index:
-            raise HistoryError(f"line {line}: index {index} does not increase")
-        self.last_index = index
-        self.last = op
-        process = op.process
-        if type(process) is str and process != NEMESIS:
-            raise HistoryError(f"line {line}: process {process!r} is neither an int nor nemesis")
-        kind = op.type
-        outstanding = self.outstanding
-        if kind == "invoke":
-            if process in outstanding:
-                raise HistoryError(
-                    f"line {line}: process {process} invokes while op "
-                    f"{outstanding[process].index} is still outstanding"
-                )
-            outstanding[process] = op
-            if process != NEMESIS:
-                self.busy += 1
-            return
-        inv = outstanding.pop(process, None)
-        if inv is None:
-            raise HistoryError(f"line {line}: {kind} of process {process} without an invoke")
-        if inv.f != op.f:
-            raise HistoryError(f"line {line}: completes {op.f!r} but op {inv.index} is {inv.f!r}")
-        if process != NEMESIS:
-            self.busy -= 1
-        self._add(inv, op, kind, index, line)
+        With `segment_lines`, once a segment holds that many lines it is cut at the first
+        line where no client call is outstanding and every ledger its client ops named
+        has an ok closed read: `fold` checks the segment, then `cut` drops it."""
+        h, outstanding, add = self.h, self.outstanding, self._add
+        line, last_index, busy, op = self.line, self.last_index, self.busy, self.last
+        start = line
+        try:
+            for op in ops:
+                line += 1
+                index = op.index
+                if index <= last_index:
+                    raise HistoryError(f"line {line}: index {index} does not increase")
+                last_index = index
+                process = op.process
+                if type(process) is str and process != NEMESIS:
+                    raise HistoryError(
+                        f"line {line}: process {process!r} is neither an int nor nemesis"
+                    )
+                kind = op.type
+                if kind == "invoke":
+                    if process in outstanding:
+                        raise HistoryError(
+                            f"line {line}: process {process} invokes while op "
+                            f"{outstanding[process].index} is still outstanding"
+                        )
+                    outstanding[process] = op
+                    if process != NEMESIS:
+                        busy += 1
+                else:
+                    inv = outstanding.pop(process, None)
+                    if inv is None:
+                        raise HistoryError(
+                            f"line {line}: {kind} of process {process} without an invoke"
+                        )
+                    if inv.f != op.f:
+                        raise HistoryError(
+                            f"line {line}: completes {op.f!r} but op {inv.index} is {inv.f!r}"
+                        )
+                    if process != NEMESIS:
+                        busy -= 1
+                    add(inv, op, kind, index, line)
+                if (
+                    busy == 0
+                    and segment_lines is not None
+                    and line - start >= segment_lines
+                    and len(h.closed) == len(h.touched)  # closed ⊆ touched: every one closed
+                ):
+                    if fold is not None:
+                        fold(h)
+                    self.cut()
+                    start = line
+        finally:
+            self.line, self.last_index, self.busy, self.last = line, last_index, busy, op
 
     def cut(self) -> None:
         """Drop the segment's fields; remember the ledgers, streams and payloads it
@@ -360,11 +398,14 @@ class Indexer:
         retired = self.retired = self.retired or Retired()
         retired.ledgers.update(h.touched)
         retired.streams.update(stream for stream, _ in h.streams.values())
-        retired.payloads.update(h.appends)
-        for r in h.reads:
+        appended = h.appends
+        retired.payloads.update(appended)
+        for r in h.reads:  # most of what a read returned was appended in the segment
             if r.entries:
-                retired.payloads.update(map(_PAYLOAD, r.entries))
-        self._count_acked()
+                retired.payloads.update(
+                    filterfalse(appended.__contains__, map(_PAYLOAD, r.entries))
+                )
+        self._count_segment()
         h.drop_segment()
 
     def finish(self) -> History:
@@ -376,13 +417,15 @@ class Indexer:
         for inv in sorted(self.outstanding.values(), key=lambda o: o.index):
             self._add(inv, None, "info", line + inv.index, line)
         self.outstanding.clear()
-        self._count_acked()
+        self._count_segment()
         return h
 
-    def _count_acked(self) -> None:
-        """Add the segment's ok appends per ledger to the whole history's counts (once
-        per segment, not once per ack; a ledger is in one segment only)."""
+    def _count_segment(self) -> None:
+        """Add the segment's client calls, and its ok appends per ledger, to the whole
+        history's counts (once per segment, not once per call; a ledger is in one segment
+        only)."""
         h = self.h
+        h.client_calls += len(h.calls)
         for ledger, acked in h.acked.items():
             h.acked_counts[ledger] = h.acked_counts.get(ledger, 0) + len(acked)
 
@@ -390,21 +433,12 @@ class Indexer:
         """Index one call; a missing or mistyped value field is a HistoryError."""
         h = self.h
         f, time, value = inv.f, inv.time, inv.value
-        call = (
-            Append(inv, done, kind, key)
-            if f == "append" and inv.process != NEMESIS
-            else Call(inv, done, kind, key)
-        )
         first_time = h.first_time
         if first_time is None or time < first_time:
             h.first_time = time
         if inv.process == NEMESIS:
-            h.nemesis.append(call)
+            h.nemesis.append(Call(inv, done, kind, key))
             return
-        h.calls.append(call)
-        h.client_calls += 1
-        if value is not None and value.after_heal is not None:
-            h.progress.append(call)
         counts = h.counts
         counted = (f, kind)
         counts[counted] = counts.get(counted, 0) + 1
@@ -417,11 +451,12 @@ class Indexer:
                 times[0].append(time)
                 times[1].append(done.time)
             if f == "append":  # most ops: inlined, type checks too
-                payload, asked = value.payload, value.ledger
+                payload, ledger = value.payload, value.ledger
                 if type(payload) is not str:
                     raise TypeError(f"payload {payload!r} is not a string")
-                if asked is not None and type(asked) is not str:
-                    _check_ledger(asked)
+                if ledger is not None and type(ledger) is not str:
+                    _check_ledger(ledger)
+                entry = None
                 if kind == "ok":
                     got = done.value
                     ledger, entry = got.ledger, got.entry
@@ -431,8 +466,11 @@ class Indexer:
                         and (type(ledger) is str or _int64(ledger))
                     ):
                         raise TypeError(f"ledger {ledger!r} or entry {entry!r} is mistyped")
-                    a = call
-                    a.payload, a.ledger, a.entry = payload, ledger, entry
+                a = Append(inv, done, kind, key, payload, ledger, entry)
+                h.calls.append(a)
+                if value.after_heal is not None:
+                    h.progress.append(a)
+                if kind == "ok":
                     acked = h.acked.get(ledger)
                     if acked is None:
                         if retired is not None:
@@ -443,12 +481,9 @@ class Indexer:
                         _stream(h, ledger, got, retired)
                     else:
                         acked.append(a)
-                else:
-                    a = call
-                    a.payload, a.ledger = payload, asked
-                    if asked is not None:
-                        h.ledgers[asked] = None
-                        h.touched[asked] = None
+                elif ledger is not None:
+                    h.ledgers[ledger] = None
+                    h.touched[ledger] = None
                 if h.appends.setdefault(payload, a) is a:  # the payload's first append
                     a.first = True
                     if retired is not None:
@@ -456,8 +491,13 @@ class Indexer:
                     if kind == "fail":
                         h.failed.add(payload)
                 if kind != "fail":
-                    h.nodes.append(call)
-            elif f in ("read", "read-lac"):
+                    h.nodes.append(a)
+                return
+            call = Call(inv, done, kind, key)
+            h.calls.append(call)
+            if value is not None and value.after_heal is not None:
+                h.progress.append(call)
+            if f in ("read", "read-lac"):
                 _read(h, call, kind, retired)
             elif f == "audit" and kind == "ok":
                 _audit(h, call)
@@ -481,16 +521,14 @@ class Indexer:
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             why = repr(exc) if len(repr(exc)) <= _SHOWN else repr(exc)[:_SHOWN] + "…"
             raise HistoryError(
-                f"line {line}: op {call.ops[-1]} ({f}) has a malformed value: {why}"
+                f"line {line}: op {(done or inv).index} ({f}) has a malformed value: {why}"
             ) from exc
 
 
 def index_history(ops: Iterable[Op]) -> History:
     """Pair invocations with completions (spec §1) and index appends, reads and ledgers."""
     indexer = Indexer()
-    add = indexer.add
-    for op in ops:
-        add(op)
+    indexer.feed(ops)
     return indexer.finish()
 
 
@@ -525,7 +563,9 @@ def _read(h: History, call: Call, kind: str, retired: Retired | None) -> None:
     for e, p in entries:
         if not _int64(e) or type(p) is not str:
             raise TypeError(f"entry {[e, p]!r} is not [64-bit int, str]")
-    if retired is not None and any(map(retired.payloads.__contains__, map(_PAYLOAD, entries))):
+    # a payload appended in the segment was checked then (the others, at C speed)
+    unseen = filterfalse(h.appends.__contains__, map(_PAYLOAD, entries))
+    if retired is not None and any(map(retired.payloads.__contains__, unseen)):
         raise Entangled(f"a payload of an earlier segment, read by op {call.inv.index}")
     r = Read(ledger, mode, lac, entries, call, first, done.end is True)
     h.reads.append(r)

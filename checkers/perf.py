@@ -9,6 +9,8 @@ closes at the first healing op after it opened.
 from __future__ import annotations
 
 import bisect
+from itertools import compress, repeat
+from operator import le, not_, sub
 from typing import Any
 
 from checkers.history import History
@@ -66,16 +68,21 @@ def _summarize(latencies: list[int], seconds: float) -> dict[str, Any]:
 def check_perf(h: History) -> dict[str, Any]:
     """Latency quantiles (ms) and throughput of ok calls, per f, in and out of faults."""
     windows = fault_windows(h)
-    starts = [w[0] for w in windows]
+    starts = [start for start, _ in windows]
+    # the end of the last window opened at or before a time; none opened: below any time
+    ends = [-(2**64), *(end for _, end in windows)]
     lat: dict[tuple[str, bool], list[int]] = {}
-    for f, (invoked, completed) in h.ok_times.items():
-        for t, done in zip(invoked, completed, strict=True):
-            i = bisect.bisect_right(starts, t) - 1
-            key = (f, i >= 0 and t <= windows[i][1])
-            bucket = lat.get(key)
-            if bucket is None:
-                bucket = lat[key] = []
-            bucket.append(done - t)
+    for f, (invoked, completed) in h.ok_times.items():  # half a million calls: C speed
+        latencies = list(map(sub, completed, invoked))
+        opened = map(bisect.bisect_right, repeat(starts), invoked)
+        inside = list(map(le, invoked, map(ends.__getitem__, opened)))
+        for fault, values in (
+            (False, compress(latencies, map(not_, inside))),
+            (True, compress(latencies, inside)),
+        ):
+            bucket = list(values)
+            if bucket:
+                lat[(f, fault)] = bucket
     start = h.first_time if h.first_time is not None else 0
     total = (h.end_time - start) / 1e9
     faulty = sum(end - start for start, end in windows) / 1e9

@@ -93,21 +93,8 @@ def index_segments(
     per-segment results. Raises Entangled if a cut turns out not to be clean."""
     indexer = Indexer()
     segments = Segments()
-    h = indexer.h
-    add = indexer.add
-    start = 0
-    for op in ops:
-        add(op)
-        if (
-            segment_lines is not None
-            and indexer.line - start >= segment_lines
-            and indexer.busy == 0
-            and len(h.closed) == len(h.touched)  # closed ⊆ touched: every one closed
-        ):
-            segments.fold(h)
-            indexer.cut()
-            start = indexer.line
-    indexer.finish()
+    indexer.feed(ops, segment_lines, segments.fold)
+    h = indexer.finish()
     segments.fold(h)
     h.drop_segment()
     return h, segments
