@@ -162,6 +162,17 @@ def test_a_search_may_slow_one_client_link_to_some_bookies() -> None:
     assert {step["f"] for step in spec.schedule} == {"start-packet", "stop-packet"}
 
 
+def test_a_search_may_kill_every_bookie_at_once() -> None:
+    """A kill, pause or power loss may hit every bookie together (a rack losing power):
+    the whole-cluster outage one or two nodes per fault never arrange."""
+    spec = find(
+        sim_tests(SimSpec(), kinds=("kill",)),
+        lambda s: any(step["value"]["nodes"] == ["b1", "b2", "b3"] for step in s.schedule),
+        settings=settings(database=None, derandomize=True, max_examples=2000),
+    )
+    assert {step["f"] for step in spec.schedule} == {"kill", "restart"}
+
+
 def test_a_search_with_a_spare_bookie_draws_faults_on_it() -> None:
     """`--bookies 4`: the fourth bookie (the spare an ensemble change needs) is a target."""
     spec = find(
