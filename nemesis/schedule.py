@@ -121,6 +121,35 @@ def _op(f: str, nodes: tuple[str, ...]) -> dict[str, Any]:
     return {"f": f, "value": {"nodes": list(nodes)}}
 
 
+NODE_SET_KINDS = ("kill", "pause", "power-loss")
+"""The kinds a drawn fault (the simulated search and corpus) aims at a node set drawn by
+size, as Jepsen's nemeses do: up to every bookie at once — a rack or data centre losing
+power, restarting, stalling — which one or two nodes per fault never arrange. The other
+kinds hit one or two nodes (a partition draws its own grudge)."""
+
+NODE_SET_DRAWS = ("one",) * 9 + ("minority",) * 3 + ("majority",) * 6 + ("all",) * 2
+"""Jepsen's node-set sizes, each as often as a drawn `NODE_SET_KINDS` fault aims at it (in
+twentieths): one node most often, every bookie in one draw of ten. With 3 bookies a
+minority is one: 60% one node, 30% two, 10% all three. "one" comes first: a search
+shrinks toward it."""
+
+
+def node_set(
+    size: str,
+    bookies: Sequence[str],
+    sources: Sequence[str],
+    sample: Callable[[Sequence[str], int], Sequence[str]],
+) -> tuple[str, ...]:
+    """The targets of a fault aimed at the node set `size` (`NODE_SET_DRAWS`): every
+    bookie for "all", else one, a minority or a majority of the bookies' count drawn by
+    `sample` among `sources` (the bookies, and the clients a kind may hit)."""
+    if size == "all":
+        return tuple(sorted(bookies))
+    n = len(bookies)
+    count = {"one": 1, "minority": max(1, (n - 1) // 2), "majority": n // 2 + 1}[size]
+    return tuple(sorted(sample(sources, min(count, len(sources)))))
+
+
 TICKS_PER_S = 10
 """Drawn schedules (nemesis.strategies, the simulated search and corpus) put their steps on
 a grid of tenths of a second: coarse enough to shrink, fine enough for every fault kind."""

@@ -41,6 +41,8 @@ from harness.sim.workers import Run, Runner, in_order, runner_for
 from harness.testspec import OP_SHARE_WORKLOADS, PIPELINED_WORKLOADS, SIM_CORRUPT_MODES
 from nemesis.kinds import SIM_CLIENT_TARGET_KINDS
 from nemesis.schedule import (
+    NODE_SET_DRAWS,
+    NODE_SET_KINDS,
     SPLIT,
     START_STOP,
     TICKS_PER_S,
@@ -48,6 +50,7 @@ from nemesis.schedule import (
     TRIGGER_PROBES,
     TRIGGERED_KINDS,
     drawn_targets,
+    node_set,
 )
 
 SPARE_BOOKIES = (0, 1, 2)
@@ -178,7 +181,10 @@ class Space:
             return self._triggered(rng, kind, ticks)
         on_clients = kind in SIM_CLIENT_TARGET_KINDS  # a client's links, a client frozen
         sources = (*self.bookies, *self.clients) if on_clients else self.bookies
-        targets = tuple(sorted(rng.sample(sources, rng.choice((1, 1, 2)))))
+        if kind in NODE_SET_KINDS:
+            targets = node_set(rng.choice(NODE_SET_DRAWS), self.bookies, sources, rng.sample)
+        else:
+            targets = tuple(sorted(rng.sample(sources, rng.choice((1, 1, 2)))))
         start = rng.randrange(ticks)
         extra: dict[str, Any] = {}
         if kind == "corrupt" and (mode := rng.choice(SIM_CORRUPT_MODES)) != "flip":

@@ -20,8 +20,9 @@ from __future__ import annotations
 import random
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,16 @@ from hypothesis.errors import NoSuchExample
 from harness.runtime.sim import SimSpec, run_sim
 from harness.testspec import OP_SHARE_WORKLOADS, PIPELINED_WORKLOADS, SIM_CORRUPT_MODES
 from nemesis.kinds import SIM_CLIENT_TARGET_KINDS, SIM_NEMESES, START_STOP, TRIGGERED_KINDS
-from nemesis.schedule import SPLIT, TICKS_PER_S, TRIGGER, TRIGGER_PROBES, drawn_targets
+from nemesis.schedule import (
+    NODE_SET_DRAWS,
+    NODE_SET_KINDS,
+    SPLIT,
+    TICKS_PER_S,
+    TRIGGER,
+    TRIGGER_PROBES,
+    drawn_targets,
+    node_set,
+)
 
 ANOMALY_PRIORITY = ("lost-append", "truncated-ledger", "divergence", "dirty-read")
 """Which anomaly a search keeps while shrinking when a history shows several: the most
@@ -76,7 +86,9 @@ def sim_schedules(
     max_triggered: int = 0,
 ) -> st.SearchStrategy[tuple[dict[str, Any], ...]]:
     """Schedules of up to `max_faults` faults within `time_limit` seconds; each fault hits
-    one or two nodes at once (two bookies losing power together is what loses data), and a
+    one or two nodes at once (two bookies losing power together is what loses data), a
+    kill, pause or power loss a node set drawn by size, up to every bookie
+    (`NODE_SET_DRAWS`), and a
     corruption flips bits or loses the last write (`SIM_CORRUPT_MODES`; flips shrink first).
     A packet fault may also shape a client's egress and a pause may freeze a client agent
     (`clients`: a writer stalled while another client takes its ledger over); a packet
@@ -92,7 +104,12 @@ def sim_schedules(
         for _ in range(draw(st.integers(1, max_faults))):
             kind = draw(st.sampled_from(kinds))
             sources = (*nodes, *clients) if kind in SIM_CLIENT_TARGET_KINDS else nodes
-            targets = draw(st.lists(st.sampled_from(sources), min_size=1, max_size=2, unique=True))
+            if kind in NODE_SET_KINDS:
+                size = draw(st.sampled_from(NODE_SET_DRAWS))
+                targets = node_set(size, nodes, sources, partial(_distinct, draw))
+            else:
+                one_or_two = st.lists(st.sampled_from(sources), min_size=1, max_size=2, unique=True)
+                targets = draw(one_or_two)
             start = draw(st.integers(0, ticks - 1))
             begin, finish = START_STOP[kind]
             end = draw(st.integers(start + 1, ticks))
@@ -114,6 +131,11 @@ def sim_schedules(
         return tuple(sorted(steps, key=lambda step: step["at"]))  # stable: clock steps first
 
     return schedules()
+
+
+def _distinct(draw: st.DrawFn, sources: Sequence[str], count: int) -> list[str]:
+    """`count` distinct nodes of `sources`, drawn by Hypothesis."""
+    return draw(st.lists(st.sampled_from(sources), min_size=count, max_size=count, unique=True))
 
 
 @st.composite

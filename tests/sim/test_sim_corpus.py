@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from harness.sim.corpus import Candidate, Corpus, Fault, Space, features, steere
 from harness.sim.search import DRAWN_CHOICES
 from harness.testspec import WORKLOADS
 from nemesis.kinds import SIM_NEMESES
-from nemesis.schedule import SELF_TRIGGER_PROBES, TRIGGER_PROBES
+from nemesis.schedule import NODE_SET_KINDS, SELF_TRIGGER_PROBES, TRIGGER_PROBES
 
 pytestmark = pytest.mark.sim
 
@@ -71,6 +72,19 @@ def test_the_corpus_draws_power_losses_and_kills_of_a_bookie_an_add_is_sent_to()
     assert {f.kind for f in on_add} >= {"kill", "power-loss"}
     assert {t for f in on_add for t in f.targets} == {"@0", "@1", "@others"}
     assert {f.kind for f in on_add if "@others" in f.targets} == {"pause"}
+
+
+def test_the_corpus_kills_pauses_and_powers_off_every_bookie_at_once_now_and_then() -> None:
+    """Node sets drawn by size (Jepsen's one, minority, majority, all): a whole-cluster
+    outage in about one draw of ten of a kill, pause or power loss on the clock, one node
+    still the most common; the other kinds never hit all three bookies."""
+    rng = random.Random(4)
+    clocked = [f for f in (SPACE.fault(rng) for _ in range(3000)) if not f.trigger]
+    sized = Counter(len(f.targets) for f in clocked if f.kind in NODE_SET_KINDS)
+    every_bookie = [f for f in clocked if set(f.targets) == {"b1", "b2", "b3"}]
+    assert 0.05 < sized[3] / sized.total() < 0.2
+    assert sized[1] > sized[2] > sized[3] > 0
+    assert {f.kind for f in every_bookie} == set(NODE_SET_KINDS)
 
 
 def test_the_corpus_aims_self_only_at_probes_a_bookie_reaches() -> None:

@@ -13,7 +13,7 @@ from harness.errors import UserError
 from harness.testspec import TestSpec, parsed_grudge
 from nemesis.combined import CombinedCycle, NestedCycle
 from nemesis.net import parsed_packet
-from nemesis.schedule import DRAWN_GRUDGES, START_STOP, FaultCycle, Targets
+from nemesis.schedule import DRAWN_GRUDGES, START_STOP, FaultCycle, Targets, node_set
 
 BOOKIES = ("b1", "b2", "b3", "b4", "b5")
 STARTS = {pair[0] for pair in START_STOP.values()}
@@ -47,6 +47,23 @@ def test_a_minority_is_hit_together_and_healed_together() -> None:
                 held |= nodes
             else:
                 held -= nodes
+
+
+@pytest.mark.parametrize(
+    ("size", "bookies", "count"),
+    [("one", 5, 1), ("minority", 5, 2), ("majority", 5, 3), ("all", 5, 5), ("minority", 3, 1)],
+)
+def test_a_node_set_drawn_by_size_has_that_many_of_the_bookies(
+    size: str, bookies: int, count: int
+) -> None:
+    """Jepsen's sizes over the bookies' count; a pause may draw clients too, but "all" is
+    every bookie (the cluster that loses power), never a client."""
+    names = BOOKIES[:bookies]
+    sources = (*names, "c1", "c2")
+    drawn = node_set(size, names, sources, random.Random(3).sample)
+    assert len(set(drawn)) == len(drawn) == count and set(drawn) <= set(sources)
+    if size == "all":
+        assert drawn == names
 
 
 def test_partitions_take_the_given_grudge_or_draw_one() -> None:
