@@ -34,6 +34,17 @@ def _clock_pause(node: str, at: float, until: float) -> tuple[dict[str, Any], ..
     )
 
 
+def _pause_others_on_recovery(at: float) -> dict[str, Any]:
+    """A pause of every client but the recovering one (the old writer), for 1 s."""
+    return {
+        "at": at,
+        "on": "recovery-started",
+        "f": "pause",
+        "value": {"nodes": ["@others"]},
+        "hold": 1.0,
+    }
+
+
 def _fault_times(ops: list[dict[str, Any]], f: str) -> float:
     return next(o["time"] / 1e9 for o in ops if o["process"] == "nemesis" and o["f"] == f)
 
@@ -100,14 +111,9 @@ def test_a_correct_build_stays_valid_while_a_writer_is_frozen_across_a_takeover(
 
 
 def test_a_pause_triggered_by_a_recovery_freezes_the_old_writer(tmp_path: Path) -> None:
-    step = {
-        "at": 0.2,
-        "on": "recovery-started",
-        "f": "pause",
-        "value": {"nodes": ["@others"]},
-        "hold": 1.0,
-    }
-    spec = SimSpec(seed=1, time_limit=3.0, takeovers=0.2, schedule=(step,))
+    spec = SimSpec(
+        seed=1, time_limit=3.0, takeovers=0.2, schedule=(_pause_others_on_recovery(0.2),)
+    )
     result = run_sim(spec, tmp_path)
     assert result.results["valid"] is True, result.results["anomaly_types"]
     ops = _history(tmp_path)
@@ -129,13 +135,7 @@ def test_others_are_the_clients_but_the_one_that_reached_the_probe() -> None:
 
 
 def test_client_pauses_are_refused_where_they_cannot_replay() -> None:
-    on_recovery = {
-        "at": 0.0,
-        "on": "recovery-started",
-        "f": "pause",
-        "value": {"nodes": ["@others"]},
-        "hold": 1.0,
-    }
+    on_recovery = _pause_others_on_recovery(0.0)
     check_steps([on_recovery, *_clock_pause("c2", 0.5, 1.0)], ["b1"], ["c1", "c2"])
     for bad, says in [
         ({**on_recovery, "f": "kill"}, "value.nodes"),  # only a pause hits a client
