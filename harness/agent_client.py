@@ -20,6 +20,12 @@ CONTROLLER_MARGIN_S = 5.0
 CONNECT_TIMEOUT_S = 5.0
 
 
+def agent_lost(f: str, exc: type[BaseException]) -> tuple[str, None, str]:
+    """The completion of op `f` whose agent stopped answering (`exc`): it may have
+    happened, unless it only read."""
+    return ("fail" if f in READ_ONLY_OPS else "info"), None, f"agent-lost: {exc.__name__}"
+
+
 class AgentConnection:
     """One worker's connection to one agent; calls run one at a time."""
 
@@ -49,8 +55,7 @@ class AgentConnection:
                 raise ConnectionError(f"agent {self.name} answered request {reply.get('id')}")
         except (OSError, TimeoutError, ValueError) as exc:
             self.close()
-            kind = "fail" if f in READ_ONLY_OPS else "info"
-            return kind, None, f"agent-lost: {type(exc).__name__}"
+            return agent_lost(f, type(exc))
         return reply["type"], reply.get("value"), reply.get("error")
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

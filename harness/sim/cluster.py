@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bookie_image.agent.executor import READ_ONLY_OPS, Executor
+from bookie_image.agent.executor import Executor
 from bookie_image.bookie.config import BookieConfig
 from bookie_image.bookie.env import InlineOffload
 from bookie_image.bookie.events import EventLog
@@ -26,7 +26,7 @@ from bookie_image.bookie.service import BookieService
 from bookie_image.bugs import Bugs
 from bookie_image.client import BookKeeper
 from bookie_image.client.metadata import ZkMetadataStore
-from harness.agent_client import CONTROLLER_MARGIN_S
+from harness.agent_client import CONTROLLER_MARGIN_S, agent_lost
 from harness.sim.disk import SimDisk, SimFileLayer
 from harness.sim.loop import SimLoop
 from harness.sim.zk import ZK_NODE, SimZkClient, SimZooKeeper, zk_call
@@ -215,7 +215,7 @@ class SimAgent:
             if not reply.done():
                 reply.set_result(outcome)
 
-        lost = ("fail" if f in READ_ONLY_OPS else "info"), None, "agent-lost: TimeoutError"
+        lost = agent_lost(f, TimeoutError)
         self.waiting[reply] = (invoked + timeout + CONTROLLER_MARGIN_S, lost)
         if self.name in loop.paused:
             self._give_up_at(reply)
