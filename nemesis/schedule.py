@@ -12,7 +12,8 @@ nodes' logs (harness/runtime/probe_tail.py).
 ``{"at": s, "on": probe, "f": start op, "value": {"nodes": [...]}, "hold": s}`` is armed
 at ``at`` and starts its fault when the protocol next reaches ``probe`` (a recovery
 starting, a write-back, an ensemble change, a takeover fencing a bookie, an add on its
-way…), aimed at nodes named outright or relative to the probe (`TRIGGER_TARGETS`), and
+way…), aimed at nodes named outright or relative to the probe (`TRIGGER_TARGETS`, every
+bookie as `ALL_BOOKIES`, the other clients as `OTHER_CLIENTS`), and
 stops it ``hold`` seconds later. `ScheduleReplay` skips them: they are not on the clock.
 """
 
@@ -193,6 +194,13 @@ client, the simulation only pauses one or shapes its links)."""
 
 SPLIT = "@split"
 
+ALL_BOOKIES = "@all"
+"""A target of a triggered `NODE_SET_KINDS` step: every bookie of the cluster (spares
+too), named when the probe is reached — a rack or a data centre losing power, a rolling
+restart done at once, as a recovery starts or a takeover fences. It fires only when every
+bookie can be hit, and aims at no other bookie (it names them all); a pause may add
+`OTHER_CLIENTS` (a writer frozen as the whole cluster stalls)."""
+
 OTHER_CLIENTS = "@others"
 """A target of a triggered pause on a probe a client reaches: every other client agent.
 On a recovery's probes those are the old writers, so the step freezes a writer as another
@@ -214,6 +222,32 @@ def drawn_targets(probe: str, bookies: Sequence[str], kind: str = "") -> tuple[s
     if probe in SELF_TRIGGER_PROBES:
         return ("@self", *bookies)
     return (*(t for t in TRIGGER_TARGETS if t != "@self"), *bookies, *others)
+
+
+def drawn_node_set(
+    size: str,
+    probe: str,
+    bookies: Sequence[str],
+    kind: str,
+    choice: Callable[[Sequence[str]], str],
+    sample: Callable[[Sequence[str], int], Sequence[str]],
+) -> tuple[str, ...]:
+    """The targets of a triggered step of a `NODE_SET_KINDS` `kind` on `probe` aimed at the
+    node set `size` (`NODE_SET_DRAWS`), as a clock-timed one is (`node_set`): one target of
+    `drawn_targets`; every bookie (`ALL_BOOKIES`); or a minority or majority of the
+    bookies' count among the ensemble's members the probe names (``@k``; the write set's for
+    `ADD_TRIGGER_PROBE`) — by name on a probe a bookie reaches, which names no ensemble —
+    and, for a kind that can hit a client, the other clients (`OTHER_CLIENTS`), as a
+    clock-timed pause draws clients among its sources."""
+    if size == "one":
+        return (choice(drawn_targets(probe, bookies, kind)),)
+    if size == "all":
+        return (ALL_BOOKIES,)
+    if probe in SELF_TRIGGER_PROBES:
+        return node_set(size, bookies, bookies, sample)
+    members = ("@0", "@1") if probe == ADD_TRIGGER_PROBE else ("@0", "@1", "@2")
+    others = (OTHER_CLIENTS,) if kind in OTHER_CLIENTS_KINDS else ()
+    return node_set(size, bookies, (*members, *others), sample)
 
 
 def is_triggered(step: dict[str, Any]) -> bool:
@@ -281,10 +315,17 @@ def _check_triggered(
         raise ValueError(f"{where}: 'hold' must be a positive number of seconds")
     value = step["value"]
     targets = value.get("nodes") if isinstance(value, dict) else None
-    others = [OTHER_CLIENTS] if clients and STEP_KIND[step["f"]] in OTHER_CLIENTS_KINDS else []
-    allowed = [*nodes, *TRIGGER_TARGETS, *others]
+    kind = STEP_KIND[step["f"]]
+    others = [OTHER_CLIENTS] if clients and kind in OTHER_CLIENTS_KINDS else []
+    every = [ALL_BOOKIES] if kind in NODE_SET_KINDS else []
+    allowed = [*nodes, *TRIGGER_TARGETS, *every, *others]
     if not isinstance(targets, list) or not targets or not set(targets) <= set(allowed):
         raise ValueError(f"{where}: value.nodes must be a non-empty list of {allowed}")
+    if ALL_BOOKIES in targets and set(targets) - {ALL_BOOKIES, OTHER_CLIENTS}:
+        raise ValueError(
+            f"{where}: '{ALL_BOOKIES}' is every bookie of the cluster: name no other bookie "
+            f"beside it (only '{OTHER_CLIENTS}' may join it, on a pause)"
+        )
     if OTHER_CLIENTS in targets and step[TRIGGER] in SELF_TRIGGER_PROBES:
         raise ValueError(
             f"{where}: '{OTHER_CLIENTS}' are the clients but the one that reached the probe, "

@@ -6,9 +6,11 @@ takeover fences. The product reports reaching those windows as probes
 (bookie_image/probes.py); a runtime that hears them calls `TriggeredFaults.on_probe`, and
 a step waiting for that probe fires: armed at its ``at``, it fires at the next reach of
 its probe, aimed at the bookies that probe names (``@k``: the k-th of the ensemble it
-reports; ``@self``: the bookie that reached it) or, for a pause, at the clients but the
-one that reached it (``@others``: the old writers when a recovery reached it), and is
-stopped ``hold`` seconds later.
+reports; ``@self``: the bookie that reached it; ``@all``: every bookie of the cluster)
+or, for a pause, at the clients but the one that reached it (``@others``: the old
+writers when a recovery reached it), and is stopped ``hold`` seconds later. Every step
+armed for a probe fires at its next reach: a client paused ``@others`` and every bookie
+killed on the same probe are one correlated failure, not two at different reaches.
 
 A step is armed by the run's clock when its ``at`` comes, also while the nemesis worker is
 busy with another fault. The fault still goes through that worker (one op at a time,
@@ -31,7 +33,7 @@ from typing import Any, Protocol
 
 from core.generator import NOT_FOR_THIS_ASKER, Answer, Context, Generator, Pending
 from nemesis.kinds import START_STOP, STEP_KIND
-from nemesis.schedule import OTHER_CLIENTS, SPLIT, TRIGGER, is_triggered
+from nemesis.schedule import ALL_BOOKIES, OTHER_CLIENTS, SPLIT, TRIGGER, is_triggered
 
 __all__ = ["TriggerView", "TriggeredFaults", "resolve_targets", "triggered_steps"]
 
@@ -71,11 +73,16 @@ def resolve_targets(
     clients: Sequence[str] = (),
 ) -> list[str] | None:
     """`targets` named: ``@self`` is the node that reached the probe, ``@k`` the k-th of
-    the probe's `ensemble` (node names), ``@others`` the `clients` but the one that
-    reached it; None if one is no bookie (nor such a client), none is left, or one is
-    named twice."""
+    the probe's `ensemble` (node names), ``@all`` every one of `bookies`, ``@others`` the
+    `clients` but the one that reached it; None if one is no bookie (nor such a client),
+    none is left, or one is named twice."""
     named: list[str] = []
     for target in targets:
+        if target == ALL_BOOKIES:
+            if bookies & set(named):
+                return None
+            named += sorted(bookies)
+            continue
         if target == OTHER_CLIENTS:
             others = [c for c in clients if c != reached_on]
             if reached_on not in clients or not others or set(others) & set(named):
@@ -147,17 +154,18 @@ class TriggeredFaults(Generator):
         node: str,
         timing: dict[str, Any] | None = None,
     ) -> None:
-        """A probe was reached on `node`: the first armed step waiting for it fires.
-        `timing` (real runtimes) goes into the fired op's value as `probe_timing`."""
+        """A probe was reached on `node`: every armed step waiting for it fires, in the
+        order they were armed. `timing` (real runtimes) goes into the fired ops' values as
+        `probe_timing`."""
         heard_s = self.now() if self.now is not None else None
         if heard_s is not None:
             self._arm(heard_s)
-        for step in self.armed:
-            if step[TRIGGER] == name:
-                self.armed.remove(step)
-                self._reached.append(_Reached(step, dict(fields), node, heard_s, timing or {}))
-                self.wake()
-                return
+        waiting = [step for step in self.armed if step[TRIGGER] == name]
+        for step in waiting:
+            self.armed.remove(step)
+            self._reached.append(_Reached(step, dict(fields), node, heard_s, timing or {}))
+        if waiting:
+            self.wake()
 
     # -- asked by the nemesis worker -------------------------------------------------------
 

@@ -43,12 +43,15 @@ from nemesis.kinds import SIM_CLIENT_TARGET_KINDS
 from nemesis.schedule import (
     NODE_SET_DRAWS,
     NODE_SET_KINDS,
+    OTHER_CLIENTS,
+    SELF_TRIGGER_PROBES,
     SPLIT,
     START_STOP,
     TICKS_PER_S,
     TRIGGER,
     TRIGGER_PROBES,
     TRIGGERED_KINDS,
+    drawn_node_set,
     drawn_targets,
     node_set,
 )
@@ -60,12 +63,22 @@ FRESH_SHARE = 0.25
 """Share of tests drawn afresh once the corpus holds something (the rest are mutations)."""
 SHRINK_SHARE = 0.25
 """The least share of the budget the shrinker gets, even when the find came late."""
+OUTAGE_KINDS = ("kill", "power-loss")
+"""The kinds that take a bookie down (a correlated pair's outage): a restart after either
+brings it back from its disk, with whatever it forgot."""
 AIMED_SHARE = 0.5
 """Share of the changes to a kept test that aim a fault at a protocol window the test
 reached (a trigger probe among its features): a kill, power loss, pause or partition
 that waits for that probe. The child runs as its parent did up to the fault, so the fault
 lands in the window: a bookie failing as a recovery writes back, as a ledger is fenced,
 as a write-back brings a bookie an entry it lacked."""
+CORRELATED_SHARE = 0.25
+"""Share of the aimed changes at a window a client reaches that aim a correlated pair
+there instead of one fault (`Space._correlate`): the other clients paused and a node set
+of two or more bookies killed or powered off on the same probe, the pause outlasting the
+outage — a rack losing power while a writer sits in a GC pause, as another client takes
+its ledger over. Drawn fault by fault, such a pair on one probe is about one test in
+thousands."""
 DRAWN_AHEAD_PER_JOB = 2
 """Tests drawn ahead of the results offered, per job: enough that a worker that finishes
 finds the next test waiting while a slower one still runs; each is drawn from a corpus that
@@ -201,11 +214,15 @@ class Space:
         self, rng: random.Random, kind: str, ticks: int, probe: str | None = None
     ) -> Fault:
         probe = probe or rng.choice(TRIGGER_PROBES)
-        target = rng.choice(drawn_targets(probe, self.bookies, kind))
+        if kind in NODE_SET_KINDS:
+            size = rng.choice(NODE_SET_DRAWS)
+            targets = drawn_node_set(size, probe, self.bookies, kind, rng.choice, rng.sample)
+        else:
+            targets = (rng.choice(drawn_targets(probe, self.bookies, kind)),)
         extra = {"grudge": rng.choice(("isolate", SPLIT))} if kind == "partition" else {}
         start = rng.randrange(ticks)
         end = start + rng.randint(1, ticks)
-        return Fault(start, end, kind, (target,), tuple(extra.items()), probe)
+        return Fault(start, end, kind, targets, tuple(extra.items()), probe)
 
     # -- mutations ---------------------------------------------------------------------------
 
@@ -219,10 +236,42 @@ class Space:
         child = parent
         for _ in range(rng.choice((1, 1, 2))):
             if windows and triggerable and rng.random() < AIMED_SHARE:
-                child = self._aim(rng, child, rng.choice(windows), rng.choice(triggerable))
+                probe = rng.choice(windows)
+                if self._correlatable(probe) and rng.random() < CORRELATED_SHARE:
+                    child = self._correlate(rng, child, probe)
+                else:
+                    child = self._aim(rng, child, probe, rng.choice(triggerable))
             else:
                 child = rng.choice(self._mutations)(self, rng, child)
         return child
+
+    def _correlatable(self, probe: str) -> bool:
+        """Whether a correlated pair can be aimed at `probe`: a client reaches it, another
+        client can be paused, and a kill or power loss is among the kinds."""
+        return (
+            probe not in SELF_TRIGGER_PROBES
+            and len(self.clients) > 1
+            and "pause" in self.kinds
+            and any(kind in self.kinds for kind in OUTAGE_KINDS)
+        )
+
+    def _correlate(self, rng: random.Random, c: Candidate, probe: str) -> Candidate:
+        """`c` with a correlated pair on `probe` (`CORRELATED_SHARE`), in place of some of
+        its faults when it has too many: both armed at one tick, so they fire at the same
+        reach (nemesis/triggers.py fires every step armed for it)."""
+        faults = list(c.faults)
+        while len(faults) > self.max_faults - 2:
+            faults.pop(rng.randrange(len(faults)))
+        kind = rng.choice([k for k in OUTAGE_KINDS if k in self.kinds])
+        size = rng.choice([s for s in NODE_SET_DRAWS if s != "one"])
+        targets = drawn_node_set(size, probe, self.bookies, kind, rng.choice, rng.sample)
+        ticks = self.fault_ticks
+        start = rng.randrange(ticks)
+        outage_end = start + rng.randint(1, ticks)
+        pause_end = outage_end + rng.randint(1, ticks)
+        outage = Fault(start, outage_end, kind, targets, (), probe)
+        pause = Fault(start, pause_end, "pause", (OTHER_CLIENTS,), (), probe)
+        return replace(c, faults=(*faults, pause, outage))
 
     def _aim(self, rng: random.Random, c: Candidate, probe: str, kind: str) -> Candidate:
         """`c` with a fault of `kind` triggered by `probe` (in place of one of its faults
