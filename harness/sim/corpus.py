@@ -74,11 +74,12 @@ lands in the window: a bookie failing as a recovery writes back, as a ledger is 
 as a write-back brings a bookie an entry it lacked."""
 CORRELATED_SHARE = 0.25
 """Share of the aimed changes at a window a client reaches that aim a correlated pair
-there instead of one fault (`Space._correlate`): the other clients paused and a node set
-of two or more bookies killed or powered off on the same probe, the pause outlasting the
-outage — a rack losing power while a writer sits in a GC pause, as another client takes
-its ledger over. Drawn fault by fault, such a pair on one probe is about one test in
-thousands."""
+there instead of one fault (`Space._correlate`): the other clients paused on that probe,
+and a node set of two or more bookies killed or powered off on it too, armed as late as
+the pause is or up to `fault_ticks` later — at once, or once more takeovers have fenced
+and been checkpointed — the pause outlasting the outage: a rack losing power while a
+writer sits in a GC pause, as other clients take its ledgers over. Drawn fault by fault,
+such a pair is hardly ever drawn (docs/performance.md)."""
 DRAWN_AHEAD_PER_JOB = 2
 """Tests drawn ahead of the results offered, per job: enough that a worker that finishes
 finds the next test waiting while a slower one still runs; each is drawn from a corpus that
@@ -257,8 +258,9 @@ class Space:
 
     def _correlate(self, rng: random.Random, c: Candidate, probe: str) -> Candidate:
         """`c` with a correlated pair on `probe` (`CORRELATED_SHARE`), in place of some of
-        its faults when it has too many: both armed at one tick, so they fire at the same
-        reach (nemesis/triggers.py fires every step armed for it)."""
+        its faults when it has too many. Armed at one tick, both fire at the same reach
+        (nemesis/triggers.py fires every step armed for it); the outage armed later fires
+        at a later reach, while the pause, which holds past the outage's end, still does."""
         faults = list(c.faults)
         while len(faults) > self.max_faults - 2:
             faults.pop(rng.randrange(len(faults)))
@@ -267,9 +269,10 @@ class Space:
         targets = drawn_node_set(size, probe, self.bookies, kind, rng.choice, rng.sample)
         ticks = self.fault_ticks
         start = rng.randrange(ticks)
-        outage_end = start + rng.randint(1, ticks)
+        outage_start = start + rng.randrange(ticks)
+        outage_end = outage_start + rng.randint(1, ticks)
         pause_end = outage_end + rng.randint(1, ticks)
-        outage = Fault(start, outage_end, kind, targets, (), probe)
+        outage = Fault(outage_start, outage_end, kind, targets, (), probe)
         pause = Fault(start, pause_end, "pause", (OTHER_CLIENTS,), (), probe)
         return replace(c, faults=(*faults, pause, outage))
 
