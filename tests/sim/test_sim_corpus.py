@@ -54,7 +54,7 @@ def test_drawn_and_mutated_tests_are_tests_their_workload_accepts() -> None:
         spec.as_test()
         assert spec.time_limit <= 1.5 and 1 <= len(test.faults) <= 3
         targets = {n for step in spec.schedule for n in step["value"]["nodes"]}
-        assert targets <= {"b1", "b2", "b3", "c1", "c2", "@0", "@1", "@2", "@self", "@others"}
+        assert targets <= {"b1", "b2", "b3", "c1", "c2", "@0", "@1", "@2", "@self", "@others", "@all"}
     assert {t.spec.workload for t in tests} == set(WORKLOADS)
     assert {t.spec.bookies for t in tests} == {3, 4, 5}
     assert {t.spec.latency for t in tests} == set(DRAWN_CHOICES["latency"])
@@ -66,11 +66,12 @@ def test_drawn_and_mutated_tests_are_tests_their_workload_accepts() -> None:
 def test_the_corpus_draws_power_losses_and_kills_of_a_bookie_an_add_is_sent_to() -> None:
     """The write-path window: a bookie of the add's write set (never `@self`, the client)
     loses power or is killed while the add is on its way, the others storing it; or the
-    other clients are paused (`@others`: only a pause can hit a client)."""
+    other clients are paused (`@others`: only a pause can hit a client); or, now and
+    then, every bookie of the cluster (`@all`)."""
     rng = random.Random(0)
     on_add = [f for f in (SPACE.fault(rng) for _ in range(2000)) if f.trigger == "client-add-sent"]
     assert {f.kind for f in on_add} >= {"kill", "power-loss"}
-    assert {t for f in on_add for t in f.targets} == {"@0", "@1", "@others"}
+    assert {t for f in on_add for t in f.targets} == {"@0", "@1", "@others", "@all"}
     assert {f.kind for f in on_add if "@others" in f.targets} == {"pause"}
 
 
@@ -90,7 +91,8 @@ def test_the_corpus_kills_pauses_and_powers_off_every_bookie_at_once_now_and_the
 def test_the_corpus_aims_self_only_at_probes_a_bookie_reaches() -> None:
     """`@self` is the node that reached the probe: a bookie for fencing, a raised term and
     a write-back's new copy, a client agent for the rest, which no triggered fault can hit
-    (it would never fire). A bookie's probe names no ensemble, so it never gets an `@k`."""
+    (it would never fire). A bookie's probe names no ensemble, so it never gets an `@k`
+    (`@all`, every bookie of the cluster, names none)."""
     rng = random.Random(1)
     triggered = [f for f in (SPACE.fault(rng) for _ in range(3000)) if f.trigger]
     at_self = {f.trigger for f in triggered if "@self" in f.targets}
@@ -98,7 +100,7 @@ def test_the_corpus_aims_self_only_at_probes_a_bookie_reaches() -> None:
     assert at_self == {"bookie-fenced", "unbounded-term-raised", "bookie-recovery-add-new-entry"}
     assert {f.trigger for f in triggered} == set(TRIGGER_PROBES)
     relative = {t for f in triggered if f.trigger in at_self for t in f.targets if t[0] == "@"}
-    assert relative == {"@self"}
+    assert relative == {"@self", "@all"}
 
 
 def test_a_mutation_aims_faults_at_the_windows_its_parent_reached() -> None:
