@@ -75,11 +75,14 @@ as a write-back brings a bookie an entry it lacked."""
 CORRELATED_SHARE = 0.25
 """Share of the aimed changes at a window a client reaches that aim a correlated pair
 there instead of one fault (`Space._correlate`): the other clients paused on that probe,
-and a node set of two or more bookies killed or powered off on it too, armed as late as
+and a majority of the bookies or every one killed or powered off on it too, armed as late as
 the pause is or up to `fault_ticks` later — at once, or once more takeovers have fenced
 and been checkpointed — the pause outlasting the outage: a rack losing power while a
 writer sits in a GC pause, as other clients take its ledgers over. Drawn fault by fault,
 such a pair is hardly ever drawn (docs/performance.md)."""
+CORRELATED_SIZES = ("majority", "all")
+"""The node sets a correlated pair's outage hits, as often as `NODE_SET_DRAWS` has each:
+a majority of the bookies (no quorum left) or every one (none left)."""
 DRAWN_AHEAD_PER_JOB = 2
 """Tests drawn ahead of the results offered, per job: enough that a worker that finishes
 finds the next test waiting while a slower one still runs; each is drawn from a corpus that
@@ -265,7 +268,7 @@ class Space:
         while len(faults) > self.max_faults - 2:
             faults.pop(rng.randrange(len(faults)))
         kind = rng.choice([k for k in OUTAGE_KINDS if k in self.kinds])
-        size = rng.choice([s for s in NODE_SET_DRAWS if s != "one"])
+        size = rng.choice([s for s in NODE_SET_DRAWS if s in CORRELATED_SIZES])
         targets = drawn_node_set(size, probe, self.bookies, kind, rng.choice, rng.sample)
         ticks = self.fault_ticks
         start = rng.randrange(ticks)

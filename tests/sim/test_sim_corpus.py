@@ -54,7 +54,19 @@ def test_drawn_and_mutated_tests_are_tests_their_workload_accepts() -> None:
         spec.as_test()
         assert spec.time_limit <= 1.5 and 1 <= len(test.faults) <= 3
         targets = {n for step in spec.schedule for n in step["value"]["nodes"]}
-        assert targets <= {"b1", "b2", "b3", "c1", "c2", "@0", "@1", "@2", "@self", "@others", "@all"}
+        assert targets <= {
+            "b1",
+            "b2",
+            "b3",
+            "c1",
+            "c2",
+            "@0",
+            "@1",
+            "@2",
+            "@self",
+            "@others",
+            "@all",
+        }
     assert {t.spec.workload for t in tests} == set(WORKLOADS)
     assert {t.spec.bookies for t in tests} == {3, 4, 5}
     assert {t.spec.latency for t in tests} == set(DRAWN_CHOICES["latency"])

@@ -47,6 +47,33 @@ def test_targets_are_named_from_the_probe() -> None:
     assert resolve_targets(["@self"], [], "b3", BOOKIES) == ["b3"]
 
 
+def test_every_bookie_is_named_whatever_the_probe_names() -> None:
+    assert resolve_targets(["@all"], [], "b2", BOOKIES) == ["b1", "b2", "b3"]
+    both = resolve_targets(["@others", "@all"], ["b3"], "c1", BOOKIES, ["c1", "c2"])
+    assert both == ["c2", "b1", "b2", "b3"]
+    assert resolve_targets(["@all", "@0"], ["b3"], "c1", BOOKIES) is None  # b3 twice
+    assert resolve_targets(["b1", "@all"], [], "c1", BOOKIES) is None
+
+
+def test_every_step_armed_for_a_probe_fires_at_its_next_reach() -> None:
+    """A pause of the old writers and an outage of every bookie on one probe are one
+    correlated failure: both fire at the reach, in the order armed; the next reach fires
+    nothing."""
+    steps = (
+        {"at": 0.0, "on": "recovery-started", "f": "pause", "value": {"nodes": ["@others"]}},
+        {"at": 0.0, "on": "recovery-started", "f": "kill", "value": {"nodes": ["@all"]}},
+    )
+    faults = TriggeredFaults(_View(), tuple({**step, "hold": 1.0} for step in steps))
+    _ask(faults, 0.0)
+    faults.on_probe("recovery-started", {"bookies": ["h:1"]}, "c1")
+    assert [_ask(faults, 0.1)["value"]["nodes"], _ask(faults, 0.1)["value"]["nodes"]] == [
+        ["c2"],
+        ["b1", "b2", "b3"],
+    ]
+    faults.on_probe("recovery-started", {"bookies": ["h:1"]}, "c1")
+    assert isinstance(_ask(faults, 0.2), Pending) and len(faults.fired) == 2
+
+
 def test_targets_that_name_no_bookie_or_one_twice_cannot_be_hit() -> None:
     assert resolve_targets(["@2"], ["b1", "b2"], "c1", BOOKIES) is None  # no such member
     assert resolve_targets(["@self"], [], "c1", BOOKIES) is None  # a client reached it
