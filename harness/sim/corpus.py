@@ -52,7 +52,6 @@ from nemesis.schedule import (
     TRIGGER_PROBES,
     TRIGGERED_KINDS,
     drawn_node_set,
-    drawn_targets,
     node_set,
 )
 
@@ -218,11 +217,8 @@ class Space:
         self, rng: random.Random, kind: str, ticks: int, probe: str | None = None
     ) -> Fault:
         probe = probe or rng.choice(TRIGGER_PROBES)
-        if kind in NODE_SET_KINDS:
-            size = rng.choice(NODE_SET_DRAWS)
-            targets = drawn_node_set(size, probe, self.bookies, kind, rng.choice, rng.sample)
-        else:
-            targets = (rng.choice(drawn_targets(probe, self.bookies, kind)),)
+        size = rng.choice(NODE_SET_DRAWS) if kind in NODE_SET_KINDS else "one"
+        targets = drawn_node_set(size, probe, self.bookies, kind, rng.choice, rng.sample)
         extra = {"grudge": rng.choice(("isolate", SPLIT))} if kind == "partition" else {}
         start = rng.randrange(ticks)
         end = start + rng.randint(1, ticks)
