@@ -162,10 +162,13 @@ class History:
     progress: list[Call] = field(default_factory=list)  # the progress check's (`after_heal`)
 
     def drop_segment(self) -> None:
-        """Forget the segment's fields (a cut of a streaming check)."""
-        self.calls, self.nodes, self.appends, self.failed, self.acked = [], [], {}, set(), {}
-        self.reads, self.closed, self.streams, self.memo = [], {}, {}, {}
-        self.touched = {}
+        """Forget the segment's fields (a cut of a streaming check). `calls` goes last,
+        so that the calls and their ops are freed in completion order, which is about
+        the order they lie in memory: freed through `acked`, ledger by ledger, they
+        would be visited across the whole segment's memory (4x slower for 1M ops)."""
+        self.memo, self.reads, self.nodes, self.acked, self.appends = {}, [], [], {}, {}
+        self.failed, self.closed, self.streams, self.touched = set(), {}, {}, {}
+        self.calls = []
 
 
 READ_MODES = ("tail", "closed", "follow")
