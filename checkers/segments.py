@@ -17,7 +17,8 @@ check again without cuts. So the result is always the one of a single pass over 
 whole history, case for case, in the same order; only the memory differs. What cannot
 be dropped is the set of payloads already seen (checking that a later op does not reuse
 one is element distinctness, which no streaming algorithm does in less memory); it is
-kept as 8-byte digests (`checkers.history.Digests`), about 16 bytes a payload.
+kept as 8-byte digests (`checkers.history.Digests`), checked and added a segment at a
+time.
 """
 
 from __future__ import annotations
