@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import warnings
 from array import array
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import filterfalse, repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -44,7 +44,7 @@ class Value(msgspec.Struct, gc=False):
     seq: Any = None
     mode: Any = None
     lac: Any = None
-    entries: Any = None
+    entries: list[tuple[Int64, str]] | None = None  # a read's, checked at C speed on decode
     first: Any = msgspec.field(default=None, name="from")  # a read's first entry asked for
     end: Any = None  # a follow read that followed its ledger to its closed end
     last_entry: Any = None
@@ -114,7 +114,7 @@ class Read(msgspec.Struct, gc=False):
     ledger: Any
     mode: str
     lac: int
-    entries: list[list[Any]] | None
+    entries: list[tuple[int, str]] | None
     call: Call
     first: int = 0
     end: bool = False
@@ -264,13 +264,14 @@ class Digests:
     def __len__(self) -> int:
         return sum(map(len, self.runs))
 
-    def add(self, payloads: Collection[str], keep: bool = True) -> bool:
+    def add(self, payloads: Iterable[str], keep: bool = True) -> bool:
         """Return whether any of `payloads` (or a digest alike) is here; with `keep`,
         add them."""
-        if not payloads:
+        digests = np.fromiter(map(hash, payloads), np.int64)
+        if not len(digests):
             return False
-        digests = np.fromiter(map(hash, payloads), np.int64, len(payloads))
         digests.sort()
+        digests = digests[np.concatenate(([True], digests[1:] != digests[:-1]))]
         seen = any(map(_holds, self.runs, repeat(digests)))
         runs = self.runs
         if not keep:
@@ -411,12 +412,10 @@ class Indexer:
         (checked here, once a segment, not op by op: numpy does a segment's lookups in a
         few calls); with `keep`, remember the segment's payloads for the next ones."""
         h, retired = self.h, self.retired
-        appended = h.appends
-        referred = list(appended)
-        for r in h.reads:  # most of what a read returned was appended in the segment
-            if r.entries:
-                referred.extend(filterfalse(appended.__contains__, map(_PAYLOAD, r.entries)))
-        if retired.payloads.add(referred, keep):
+        read = (map(_PAYLOAD, r.entries) for r in h.reads if r.entries)
+        # what the reads returned was mostly appended in the segment: digesting it again
+        # (the hash is cached) costs less than finding which was not
+        if retired.payloads.add(chain(h.appends, *read), keep):
             raise Entangled("a payload of an earlier segment, appended or read again")
 
     def _count_segment(self) -> None:
@@ -557,9 +556,6 @@ def _read(h: History, call: Call, kind: str, retired: Retired | None) -> None:
     first = 0 if done.first is None else done.first
     if not _int64(first) or done.end not in (None, True, False):
         raise TypeError(f"from {first!r} or end {done.end!r} is wrong")
-    for e, p in entries:
-        if not _int64(e) or type(p) is not str:
-            raise TypeError(f"entry {[e, p]!r} is not [64-bit int, str]")
     r = Read(ledger, mode, lac, entries, call, first, done.end is True)
     h.reads.append(r)
     h.nodes.append(call)
