@@ -67,7 +67,7 @@ def _summarize(latencies: np.ndarray, seconds: float) -> dict[str, Any]:
 
 
 def _times(times: array[int]) -> np.ndarray:
-    """An ok call's times as int64, or as Python ints (exact, slower) if any is so far
+    """Ok calls' times as int64, or as Python ints (exact, slower) if any is so far
     from zero that a latency could overflow int64 (2^62 ns is 146 years from 1970)."""
     as_int64 = np.frombuffer(times, np.int64)
     if len(as_int64) and max(-int(as_int64.min()), int(as_int64.max())) >= 2**62:
