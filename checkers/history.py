@@ -264,24 +264,26 @@ class Digests:
     def __len__(self) -> int:
         return sum(map(len, self.runs))
 
-    def add(self, payloads: Iterable[str], keep: bool = True) -> bool:
-        """Return whether any of `payloads` (or a digest alike) is here; with `keep`,
-        add them."""
-        digests = np.fromiter(map(hash, payloads), np.int64)
+    @staticmethod
+    def of(payloads: Iterable[str]) -> np.ndarray:
+        """Payloads' digests, sorted and distinct: what `holds_any` and `add` take."""
+        return np.unique(np.fromiter(map(hash, payloads), np.int64))
+
+    def holds_any(self, digests: np.ndarray) -> bool:
+        """Whether any of `digests` (from `of`) is here."""
+        return any(map(_holds, self.runs, repeat(digests)))
+
+    def add(self, digests: np.ndarray) -> None:
+        """Add `digests` (from `of`) as a run; merge runs until each is at least twice
+        as long as the next."""
         if not len(digests):
-            return False
-        digests.sort()
-        digests = digests[np.concatenate(([True], digests[1:] != digests[:-1]))]
-        seen = any(map(_holds, self.runs, repeat(digests)))
+            return
         runs = self.runs
-        if not keep:
-            return seen
         runs.append(digests)
         while len(runs) > 1 and len(runs[-2]) < 2 * len(runs[-1]):
             merged = np.concatenate((runs.pop(), runs.pop()))
             merged.sort(kind="stable")  # two sorted runs: one merge pass
             runs.append(merged)
-        return seen
 
 
 def _holds(run: np.ndarray, digests: np.ndarray) -> bool:
@@ -415,8 +417,11 @@ class Indexer:
         read = (map(_PAYLOAD, r.entries) for r in h.reads if r.entries)
         # what the reads returned was mostly appended in the segment: digesting it again
         # (the hash is cached) costs less than finding which was not
-        if retired.payloads.add(chain(h.appends, *read), keep):
+        digests = Digests.of(chain(h.appends, *read))
+        if retired.payloads.holds_any(digests):
             raise Entangled("a payload of an earlier segment, appended or read again")
+        if keep:
+            retired.payloads.add(digests)
 
     def _count_segment(self) -> None:
         """Add the segment's client calls, and its ok appends per ledger, to the whole

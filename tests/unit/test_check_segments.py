@@ -88,11 +88,18 @@ def test_a_reference_across_a_cut_starts_again_without_cuts() -> None:
 def test_retired_payload_digests_hold_exactly_what_was_added() -> None:
     digests = Digests()
     for start in range(0, 20_000, 2_000):  # ten segments: runs merged several times
-        assert not digests.add([f"p{n}" for n in range(start, start + 2_000, 2)])
+        segment = Digests.of(f"p{n}" for n in range(start, start + 2_000, 2))
+        assert not digests.holds_any(segment)
+        digests.add(segment)
     assert len(digests) == 10_000 and len(digests.runs) < 10
-    assert all(digests.add([f"p{n}"], keep=False) for n in range(0, 20_000, 2))
-    assert not any(digests.add([f"p{n}"], keep=False) for n in range(1, 20_000, 2))
-    assert digests.add(["q", "p0"]) and len(digests) == 10_002
+    assert all(digests.holds_any(Digests.of([f"p{n}"])) for n in range(0, 20_000, 2))
+    assert not any(digests.holds_any(Digests.of([f"p{n}"])) for n in range(1, 20_000, 2))
+    both = Digests.of(["q", "p0", "q"])
+    assert len(both) == 2 and digests.holds_any(both)
+    digests.add(both)
+    assert len(digests) == 10_002
+    digests.add(Digests.of([]))
+    assert len(digests) == 10_002
 
 
 def test_a_digest_collision_only_costs_a_check_without_cuts(
